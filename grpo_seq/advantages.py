@@ -1,0 +1,135 @@
+"""Group-relative advantages (DeepSeekMath, arXiv 2402.03300, section 4.1.2 and 4.1.3).
+
+Pure functions on tensors shaped ``(num_groups, G)`` for outcome rewards and
+``(num_groups, G, T)`` for per-step rewards, so every formula tests against hand-computed
+numbers. The ``_t`` suffix marks per-timestep (per-token) values.
+
+A group whose rewards are all equal carries no preference between its members: its
+advantage is exactly 0, never NaN (the paper's ``/ std`` would divide by zero).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome"]
+
+
+def _check_mask(values_t: Tensor, mask_t: Tensor, name: str) -> None:
+    if values_t.dim() != 3:
+        raise ValueError(f"{name} must be shaped (num_groups, G, T), got {tuple(values_t.shape)}")
+    if mask_t.shape != values_t.shape:
+        raise ValueError(f"mask shape {tuple(mask_t.shape)} differs from {name} shape {tuple(values_t.shape)}")
+
+
+def outcome_advantages(rewards: Tensor, scale_by_std: bool = True) -> Tensor:
+    """``A_i = (r_i - mean(r)) / std(r)`` over each group (outcome supervision).
+
+    Args:
+        rewards: ``(num_groups, G)``, one scalar reward per output.
+        scale_by_std: divide by the group's standard deviation (Bessel-corrected, as
+            ``torch.std``); ``False`` gives Dr. GRPO's mean-centred rewards.
+
+    Returns:
+        ``(num_groups, G)`` advantages; 0 for every member of a group whose rewards are equal.
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be shaped (num_groups, G), got {tuple(rewards.shape)}")
+    if rewards.shape[1] < 2:
+        raise ValueError(f"a group needs at least 2 outputs to compare, got G={rewards.shape[1]}")
+    rewards = rewards.float()
+    centred = rewards - rewards.mean(dim=1, keepdim=True)
+    # Exact equality test: a float mean of equal values can differ from them by one ulp.
+    flat = (rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True))
+    if scale_by_std:
+        std = rewards.std(dim=1, keepdim=True)
+        centred = centred / torch.where(flat, torch.ones_like(std), std)
+    return torch.where(flat, torch.zeros_like(centred), centred)
+
+
+def broadcast_outcome(advantages: Tensor, mask_t: Tensor) -> Tensor:
+    """Give every token of output i its output's advantage: ``(B,) x (B, T) -> (B, T)``."""
+    return advantages.reshape(-1, 1) * mask_t
+
+
+def _reverse_cumsum(x_t: Tensor) -> Tensor:
+    return x_t.flip(-1).cumsum(-1).flip(-1)
+
+
+def process_advantages(step_rewards_t: Tensor, mask_t: Tensor) -> Tensor:
+    """Process supervision as in the paper (section 4.1.3).
+
+    Every step reward is normalised by the mean and std of *all* step rewards of its group
+    (valid steps only); the advantage of step t is the sum of the normalised rewards of the
+    steps at or after t in the same output.
+
+    Where every step of a group pays the same reward (CartPole pays 1 per step), the
+    normalised rewards are all 0 and so is every advantage: use
+    :func:`stepwise_return_advantages` for such tasks.
+
+    Args:
+        step_rewards_t: ``(num_groups, G, T)`` reward of each step.
+        mask_t: ``(num_groups, G, T)``, 1 where the step is part of the output.
+
+    Returns:
+        ``(num_groups, G, T)`` advantages, 0 on masked-out steps.
+    """
+    _check_mask(step_rewards_t, mask_t, "step_rewards_t")
+    mask_t = mask_t.float()
+    r_t = step_rewards_t.float() * mask_t
+    n = mask_t.sum(dim=(1, 2), keepdim=True)
+    mean = r_t.sum(dim=(1, 2), keepdim=True) / n.clamp(min=1)
+    var = (((r_t - mean) * mask_t) ** 2).sum(dim=(1, 2), keepdim=True) / (n - 1).clamp(min=1)
+    std = var.sqrt()
+    flat = std == 0
+    normed_t = (r_t - mean) / torch.where(flat, torch.ones_like(std), std) * mask_t
+    normed_t = torch.where(flat, torch.zeros_like(normed_t), normed_t)
+    return _reverse_cumsum(normed_t) * mask_t
+
+
+def stepwise_return_advantages(
+    step_rewards_t: Tensor, mask_t: Tensor, gamma: float = 1.0, scale_by_std: bool = True
+) -> Tensor:
+    """Per-step advantages that compare group members at the same step index.
+
+    The return-to-go ``R_it = sum_{t' >= t} gamma^(t'-t) r_it'`` of member i at step t is
+    normalised by the mean and std of the returns-to-go of the members still running at step t
+    (same start state, same elapsed time, so the comparison is fair). Unlike
+    :func:`process_advantages` this carries signal where every step pays the same reward: a
+    member that survives longer has a larger return-to-go than its peers at every step.
+
+    A step where fewer than two members are running, or where all running members have the
+    same return-to-go, gets advantage 0.
+
+    Args:
+        step_rewards_t: ``(num_groups, G, T)`` reward of each step.
+        mask_t: ``(num_groups, G, T)``, 1 where the step is part of the output.
+        gamma: discount inside the return-to-go.
+        scale_by_std: divide by the per-step std (Bessel-corrected); ``False`` only centres.
+
+    Returns:
+        ``(num_groups, G, T)`` advantages, 0 on masked-out steps.
+    """
+    _check_mask(step_rewards_t, mask_t, "step_rewards_t")
+    mask_t = mask_t.float()
+    r_t = step_rewards_t.float() * mask_t
+    if gamma == 1.0:
+        ret_t = _reverse_cumsum(r_t)
+    else:
+        ret_t = torch.zeros_like(r_t)
+        running = torch.zeros_like(r_t[..., 0])
+        for t in range(r_t.shape[-1] - 1, -1, -1):
+            running = r_t[..., t] + gamma * running
+            ret_t[..., t] = running
+    n = mask_t.sum(dim=1, keepdim=True)  # (num_groups, 1, T): members running at step t
+    mean = (ret_t * mask_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
+    centred_t = (ret_t - mean) * mask_t
+    big = torch.finfo(ret_t.dtype).max
+    hi = torch.where(mask_t.bool(), ret_t, torch.full_like(ret_t, -big)).amax(dim=1, keepdim=True)
+    lo = torch.where(mask_t.bool(), ret_t, torch.full_like(ret_t, big)).amin(dim=1, keepdim=True)
+    flat = (n < 2) | (hi == lo)
+    if scale_by_std:
+        std = ((centred_t**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+        centred_t = centred_t / torch.where(flat, torch.ones_like(std), std)
+    return torch.where(flat, torch.zeros_like(centred_t), centred_t) * mask_t

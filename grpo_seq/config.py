@@ -1,0 +1,124 @@
+"""GRPOConfig: every knob of the trainer, with its help text, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .objective import LOSS_TYPES
+
+__all__ = ["GRPOConfig", "ADVANTAGE_TYPES"]
+
+ADVANTAGE_TYPES = ("outcome", "process", "stepwise")
+LR_SCHEDULES = ("constant", "linear")
+
+
+@dataclass
+class GRPOConfig:
+    """Hyper-parameters of :class:`grpo_seq.GRPOTrainer`.
+
+    Field help texts double as ``--help`` when parsed with ``transformers.HfArgumentParser``.
+    """
+
+    num_generations: int = field(
+        default=8, metadata={"help": "G: outputs sampled per group (per prompt or env start state)."}
+    )
+    num_groups: int = field(
+        default=8, metadata={"help": "Groups (prompts or start states) sampled per step on each process."}
+    )
+    learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate."})
+    lr_schedule: str = field(
+        default="constant",
+        metadata={"help": "Learning-rate schedule: constant, or linear decay to 0 over the run's progress."},
+    )
+    adam_eps: float = field(default=1e-8, metadata={"help": "Adam epsilon."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(
+        default=1.0, metadata={"help": "Clip the global gradient norm to this value; 0 disables clipping."}
+    )
+    mu: int = field(
+        default=1,
+        metadata={
+            "help": "Policy updates per sampled batch (the paper's mu). With mu = 1 pi_old equals pi_theta "
+            "and old log-probs are not computed; with mu > 1 they are kept from sampling time."
+        },
+    )
+    num_minibatches: int = field(
+        default=1, metadata={"help": "Optimizer steps per update pass: the batch's outputs are split this many ways."}
+    )
+    epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
+    epsilon_high: float | None = field(
+        default=None, metadata={"help": "Upper clipping range (DAPO's clip-higher); defaults to epsilon."}
+    )
+    beta: float = field(
+        default=0.04,
+        metadata={"help": "KL coefficient against the frozen reference policy; 0 builds no reference at all."},
+    )
+    ref_sync_steps: int = field(
+        default=0,
+        metadata={"help": "Iterative RL: reset the reference to the current policy every this many steps (0: never)."},
+    )
+    loss_type: str = field(
+        default="grpo",
+        metadata={
+            "help": "Loss aggregation: grpo (mean over each output's tokens, then over outputs: the paper), "
+            "bnpo (token mean over the batch), dr_grpo (token sum / (outputs * max length))."
+        },
+    )
+    advantage: str = field(
+        default="outcome",
+        metadata={
+            "help": "outcome: (r - mean) / std of each output's total reward over its group. process: the "
+            "paper's process supervision (step rewards normalised over the group, summed from t on). "
+            "stepwise: returns-to-go compared with the group members still running at the same step."
+        },
+    )
+    scale_rewards: bool = field(
+        default=True, metadata={"help": "Divide advantages by the group std (False: Dr. GRPO, centring only)."}
+    )
+    gamma: float = field(default=1.0, metadata={"help": "Discount inside returns-to-go (advantage=stepwise only)."})
+    seed: int = field(default=0, metadata={"help": "Seed of every RNG (python, numpy, torch, the samplers)."})
+    output_dir: str | None = field(
+        default=None, metadata={"help": "Run folder for metrics.jsonl, config.json and the saved policy."}
+    )
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> None:
+            raise ValueError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+
+        if self.num_generations < 2:
+            fail("num_generations", "a group needs at least 2 outputs to compare (G >= 2)")
+        if self.num_groups < 1:
+            fail("num_groups", "must be >= 1")
+        if not self.learning_rate > 0:
+            fail("learning_rate", "must be > 0")
+        if self.lr_schedule not in LR_SCHEDULES:
+            fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
+        if self.max_grad_norm < 0:
+            fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
+        if self.mu < 1:
+            fail("mu", "must be >= 1")
+        if self.num_minibatches < 1:
+            fail("num_minibatches", "must be >= 1")
+        if (self.num_groups * self.num_generations) % self.num_minibatches:
+            fail(
+                "num_minibatches",
+                f"must divide the {self.num_groups * self.num_generations} outputs per step "
+                f"(num_groups={self.num_groups} x num_generations={self.num_generations})",
+            )
+        if not 0 < self.epsilon < 1:
+            fail("epsilon", "must be in (0, 1)")
+        if self.epsilon_high is not None and not self.epsilon_high > 0:
+            fail("epsilon_high", "must be > 0")
+        if self.beta < 0:
+            fail("beta", "must be >= 0")
+        if self.ref_sync_steps < 0:
+            fail("ref_sync_steps", "must be >= 0")
+        if self.loss_type not in LOSS_TYPES:
+            fail("loss_type", f"must be one of {LOSS_TYPES}")
+        if self.advantage not in ADVANTAGE_TYPES:
+            fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
+        if not 0 < self.gamma <= 1:
+            fail("gamma", "must be in (0, 1]")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

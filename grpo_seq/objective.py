@@ -1,0 +1,139 @@
+"""The GRPO objective as pure functions (DeepSeekMath, arXiv 2402.03300, equation 3).
+
+    J = 1/G sum_i 1/|o_i| sum_t [ min(r_it A_it, clip(r_it, 1-eps, 1+eps) A_it) - beta KL_it ]
+
+with ``r_it = pi_theta / pi_old`` per token and the k3 estimator
+``KL_it = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1`` against a frozen reference.
+No model and no optimizer live here: every function takes per-token tensors shaped
+``(B, T)`` plus a completion mask, so each is tested against hand-computed numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+LossType = Literal["grpo", "bnpo", "dr_grpo"]
+LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo")
+
+__all__ = [
+    "LOSS_TYPES",
+    "token_logprobs",
+    "token_entropy",
+    "probability_ratio",
+    "k3_kl",
+    "clipped_surrogate",
+    "clipped_mask",
+    "aggregate",
+    "grpo_loss",
+]
+
+
+def token_logprobs(logits: Tensor, tokens: Tensor) -> Tensor:
+    """``log pi(token | context)`` from logits ``(..., V)`` and chosen tokens ``(...)``.
+
+    ``logsumexp`` plus a gather avoids materialising a second ``(..., V)`` tensor of log-probs.
+    """
+    logits = logits.float()
+    chosen = logits.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+    return chosen - torch.logsumexp(logits, dim=-1)
+
+
+def token_entropy(logits: Tensor) -> Tensor:
+    """Entropy of the categorical distribution at each position: ``(..., V) -> (...)``."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def probability_ratio(logp_t: Tensor, old_logp_t: Tensor) -> Tensor:
+    """``r_t = pi_theta / pi_old = exp(logp - old_logp)``; ``old_logp`` carries no gradient."""
+    return torch.exp(logp_t - old_logp_t.detach())
+
+
+def k3_kl(logp_t: Tensor, ref_logp_t: Tensor) -> Tensor:
+    """Unbiased, non-negative KL estimator (k3): ``exp(d) - d - 1`` with ``d = ref_logp - logp``.
+
+    It is 0 exactly where policy and reference agree on the sampled token and > 0 elsewhere.
+    """
+    d = ref_logp_t.detach() - logp_t
+    return torch.exp(d) - d - 1.0
+
+
+def clipped_surrogate(ratio_t: Tensor, adv_t: Tensor, eps_low: float, eps_high: float | None = None) -> Tensor:
+    """PPO's pessimistic surrogate per token: ``min(r A, clip(r, 1-eps_low, 1+eps_high) A)``.
+
+    ``eps_high`` defaults to ``eps_low`` (symmetric clipping, as in the paper).
+    """
+    eps_high = eps_low if eps_high is None else eps_high
+    clipped = torch.clamp(ratio_t, 1.0 - eps_low, 1.0 + eps_high)
+    return torch.minimum(ratio_t * adv_t, clipped * adv_t)
+
+
+def clipped_mask(ratio_t: Tensor, adv_t: Tensor, eps_low: float, eps_high: float | None = None) -> Tensor:
+    """Where the clipped branch is taken and the token's gradient is therefore 0."""
+    eps_high = eps_low if eps_high is None else eps_high
+    return ((adv_t > 0) & (ratio_t > 1.0 + eps_high)) | ((adv_t < 0) & (ratio_t < 1.0 - eps_low))
+
+
+def aggregate(values_t: Tensor, mask_t: Tensor, loss_type: str = "grpo", max_len: int | None = None) -> Tensor:
+    """Reduce per-token values ``(B, T)`` to a scalar, counting masked tokens only.
+
+    - ``grpo``: mean over each output's own tokens (``1/|o_i|``), then over outputs (the paper).
+    - ``bnpo``: sum over all tokens / number of tokens in the batch (token-level mean).
+    - ``dr_grpo``: sum over all tokens / (B * max_len), no length normalisation (Dr. GRPO).
+
+    An output with no tokens contributes 0 and still counts in the ``grpo`` mean over outputs.
+    """
+    if values_t.shape != mask_t.shape:
+        raise ValueError(f"values {tuple(values_t.shape)} and mask {tuple(mask_t.shape)} differ in shape")
+    mask_t = mask_t.to(values_t.dtype)
+    masked = values_t * mask_t
+    if loss_type == "grpo":
+        per_output = masked.sum(-1) / mask_t.sum(-1).clamp(min=1.0)
+        return per_output.mean()
+    if loss_type == "bnpo":
+        return masked.sum() / mask_t.sum().clamp(min=1.0)
+    if loss_type == "dr_grpo":
+        max_len = values_t.shape[-1] if max_len is None else max_len
+        return masked.sum() / (values_t.shape[0] * max_len)
+    raise ValueError(f"unknown loss_type {loss_type!r}; choose one of {LOSS_TYPES}")
+
+
+def grpo_loss(
+    logp_t: Tensor,
+    old_logp_t: Tensor,
+    adv_t: Tensor,
+    mask_t: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float | None = None,
+    beta: float = 0.0,
+    ref_logp_t: Tensor | None = None,
+    loss_type: str = "grpo",
+    max_len: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Negative GRPO objective (to minimise) and detached per-token statistics.
+
+    Returns ``(loss, stats)`` where ``stats`` holds ``kl`` (masked mean k3, 0 when beta is 0
+    and no reference is given), ``clip_fraction`` and ``ratio`` (masked means).
+    """
+    if beta > 0 and ref_logp_t is None:
+        raise ValueError("beta > 0 needs reference log-probs (ref_logp_t)")
+    ratio_t = probability_ratio(logp_t, old_logp_t)
+    objective_t = clipped_surrogate(ratio_t, adv_t, eps_low, eps_high)
+    kl_t = k3_kl(logp_t, ref_logp_t) if ref_logp_t is not None else None
+    if beta > 0:
+        objective_t = objective_t - beta * kl_t
+    loss = -aggregate(objective_t, mask_t, loss_type, max_len)
+
+    with torch.no_grad():
+        m = mask_t.float()
+        n = m.sum().clamp(min=1.0)
+        stats = {
+            "kl": (kl_t * m).sum() / n if kl_t is not None else torch.zeros(()),
+            "clip_fraction": (clipped_mask(ratio_t, adv_t, eps_low, eps_high).float() * m).sum() / n,
+            "ratio": (ratio_t * m).sum() / n,
+        }
+    return loss, stats

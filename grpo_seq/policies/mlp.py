@@ -1,0 +1,60 @@
+"""A categorical MLP policy over a discrete action space: actions are its tokens."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..batch import RolloutBatch
+from ..objective import token_entropy, token_logprobs
+
+__all__ = ["CategoricalMLPPolicy"]
+
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+class CategoricalMLPPolicy(nn.Module):
+    """``pi(a | o) = softmax(MLP(o))``; the context of action token t is observation t.
+
+    ``forward(batch)`` scores a :class:`RolloutBatch` (what the trainer calls, so a DDP wrapper
+    sees the call); :meth:`act` samples or picks greedy actions while rolling out.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh"):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        self.init_kwargs = {
+            "obs_dim": obs_dim,
+            "num_actions": num_actions,
+            "hidden_sizes": list(hidden_sizes),
+            "activation": activation,
+        }
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden_sizes:
+            layers += [nn.Linear(width, h), _ACTIVATIONS[activation]()]
+            width = h
+        head = nn.Linear(width, num_actions)
+        # A near-uniform initial policy: every action is tried from the start (as in PPO's
+        # orthogonal init with gain 0.01 on the policy head).
+        nn.init.orthogonal_(head.weight, gain=0.01)
+        nn.init.zeros_(head.bias)
+        self.net = nn.Sequential(*layers, head)
+
+    def logits(self, obs: Tensor) -> Tensor:
+        return self.net(obs)
+
+    def forward(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
+        """Per-token log-probs and entropies ``(B, T)`` of the batch's actions."""
+        logits = self.net(batch.context)
+        return token_logprobs(logits, batch.tokens), token_entropy(logits)
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
+        logits = self.net(obs)
+        if greedy:
+            return logits.argmax(-1)
+        # Gumbel-max draws from softmax(logits) with one uniform per action, no normalising.
+        u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
+        return (logits - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)

@@ -1,0 +1,77 @@
+"""Saving and loading policies as safetensors, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .policies import CategoricalMLPPolicy
+
+__all__ = ["save_policy", "load_policy", "atomic_dir"]
+
+WEIGHTS_NAME = "model.safetensors"
+POLICY_CONFIG_NAME = "policy.json"
+_POLICY_CLASSES = {"CategoricalMLPPolicy": CategoricalMLPPolicy}
+
+
+class atomic_dir:
+    """Write into a temporary sibling folder; rename it over ``path`` only if the block succeeds.
+
+    A reader therefore sees the old folder or the complete new one, never a half-written one.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __enter__(self) -> Path:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        for f in self.tmp.iterdir():
+            with open(f, "rb+") as fh:
+                os.fsync(fh.fileno())
+        old = None
+        if self.path.exists():
+            old = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
+            os.replace(self.path, old)
+        os.replace(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def save_policy(policy: nn.Module, directory: str | os.PathLike) -> Path:
+    """Write ``model.safetensors`` and ``policy.json`` (class and constructor arguments)."""
+    name = type(policy).__name__
+    if name not in _POLICY_CLASSES or not hasattr(policy, "init_kwargs"):
+        raise TypeError(f"save_policy does not know how to rebuild a {name}; known: {sorted(_POLICY_CLASSES)}")
+    state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
+    with atomic_dir(directory) as tmp:
+        save_file(state, str(tmp / WEIGHTS_NAME))
+        (tmp / POLICY_CONFIG_NAME).write_text(json.dumps({"class": name, "kwargs": policy.init_kwargs}, indent=2))
+    return Path(directory)
+
+
+def load_policy(directory: str | os.PathLike) -> nn.Module:
+    """Rebuild a policy saved by :func:`save_policy` (weights through safetensors only)."""
+    directory = Path(directory)
+    cfg_path, weights_path = directory / POLICY_CONFIG_NAME, directory / WEIGHTS_NAME
+    for p in (cfg_path, weights_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found: is {directory} a folder written by save_policy?")
+    cfg = json.loads(cfg_path.read_text())
+    if cfg.get("class") not in _POLICY_CLASSES:
+        raise ValueError(f"{cfg_path}: unknown policy class {cfg.get('class')!r}; known: {sorted(_POLICY_CLASSES)}")
+    policy = _POLICY_CLASSES[cfg["class"]](**cfg["kwargs"])
+    policy.load_state_dict(load_file(str(weights_path)))
+    return policy.eval()
