@@ -88,6 +88,8 @@ class RolloutBatch:
         return sub
 
     def to(self, device: torch.device | str) -> "RolloutBatch":
+        if self.tokens.device == torch.device(device):
+            return self
         return dataclasses.replace(
             self,
             **{

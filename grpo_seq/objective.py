@@ -89,7 +89,8 @@ def aggregate(values_t: Tensor, mask_t: Tensor, loss_type: str = "grpo", max_len
     if values_t.shape != mask_t.shape:
         raise ValueError(f"values {tuple(values_t.shape)} and mask {tuple(mask_t.shape)} differ in shape")
     mask_t = mask_t.to(values_t.dtype)
-    masked = values_t * mask_t
+    # where, not multiply: whatever sits in padding (even inf) cannot leak into the sum
+    masked = torch.where(mask_t.bool(), values_t, torch.zeros_like(values_t))
     if loss_type == "grpo":
         per_output = masked.sum(-1) / mask_t.sum(-1).clamp(min=1.0)
         return per_output.mean()

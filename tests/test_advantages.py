@@ -1,0 +1,93 @@
+"""Advantages against hand-computed numbers; the working is in the comments."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_seq.advantages import outcome_advantages, process_advantages, stepwise_return_advantages
+
+
+def test_outcome_advantages_hand_computed():
+    # group 0: r = [10, 20, 30]; mean 20; deviations -10, 0, 10;
+    #   Bessel std = sqrt((100 + 0 + 100) / (3 - 1)) = 10  ->  A = [-1, 0, 1]
+    # group 1: r = [0, 0, 3]; mean 1; deviations -1, -1, 2;
+    #   std = sqrt((1 + 1 + 4) / 2) = sqrt(3)  ->  A = [-1, -1, 2] / sqrt(3)
+    r = torch.tensor([[10.0, 20.0, 30.0], [0.0, 0.0, 3.0]])
+    s3 = math.sqrt(3)
+    expected = torch.tensor([[-1.0, 0.0, 1.0], [-1 / s3, -1 / s3, 2 / s3]])
+    torch.testing.assert_close(outcome_advantages(r), expected)
+
+
+def test_outcome_advantages_without_std_scaling_only_centre():
+    r = torch.tensor([[10.0, 20.0, 30.0]])
+    torch.testing.assert_close(outcome_advantages(r, scale_by_std=False), torch.tensor([[-10.0, 0.0, 10.0]]))
+
+
+def test_zero_variance_group_gives_exact_zero_not_nan():
+    # 0.1 * 3 / 3 != 0.1 in floating point: the mean differs from the members by an ulp,
+    # so "(r - mean) / std" would be garbage or NaN; the group must read exactly 0.
+    r = torch.tensor([[0.1, 0.1, 0.1], [5.0, 5.0, 5.0], [1.0, 2.0, 3.0]])
+    a = outcome_advantages(r)
+    assert torch.isfinite(a).all()
+    assert (a[:2] == 0).all()
+    assert (a[2] != 0).any()
+
+
+def test_outcome_rejects_single_member_groups():
+    with pytest.raises(ValueError, match="at least 2"):
+        outcome_advantages(torch.ones(4, 1))
+
+
+def test_process_advantages_hand_computed():
+    # G = 2, T = 3. member 0 step rewards [1, 0, 2]; member 1 [0, 1, <pad>].
+    # Valid step rewards of the group: 1, 0, 2, 0, 1 -> n = 5, mean = 4/5 = 0.8
+    # deviations .2, -.8, 1.2, -.8, .2; squares sum to 2.8; Bessel var = 2.8 / 4 = 0.7
+    # normalised: m0 = [.2, -.8, 1.2] / sqrt(.7); m1 = [-.8, .2] / sqrt(.7)
+    # advantage = sum of normalised rewards at or after t:
+    #   m0: [(.2 - .8 + 1.2), (-.8 + 1.2), 1.2] / sqrt(.7) = [.6, .4, 1.2] / sqrt(.7)
+    #   m1: [(-.8 + .2), .2, 0 (padding)] / sqrt(.7) = [-.6, .2, 0] / sqrt(.7)
+    r = torch.tensor([[[1.0, 0.0, 2.0], [0.0, 1.0, 99.0]]])
+    m = torch.tensor([[[1, 1, 1], [1, 1, 0]]], dtype=torch.bool)
+    s = math.sqrt(0.7)
+    expected = torch.tensor([[[0.6 / s, 0.4 / s, 1.2 / s], [-0.6 / s, 0.2 / s, 0.0]]])
+    torch.testing.assert_close(process_advantages(r, m), expected)
+
+
+def test_process_advantages_are_zero_when_every_step_pays_the_same():
+    # The trap of DESIGN.md: CartPole pays 1 per step, so every normalised reward is 0.
+    r = torch.ones(1, 3, 4)
+    m = torch.tensor([[[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]]], dtype=torch.bool)
+    a = process_advantages(r, m)
+    assert (a == 0).all()
+
+
+def test_stepwise_return_advantages_hand_computed():
+    # Three CartPole-like episodes of lengths 3, 2, 1 paying 1 per step.
+    # returns-to-go: m0 [3, 2, 1]; m1 [2, 1, -]; m2 [1, -, -]
+    # t = 0: running m0, m1, m2 -> values 3, 2, 1; mean 2; std sqrt((1+0+1)/2) = 1 -> [1, 0, -1]
+    # t = 1: running m0, m1 -> values 2, 1; mean 1.5; std sqrt((.25+.25)/1) = sqrt(.5)
+    #        -> [.5, -.5] / sqrt(.5) = [sqrt(.5), -sqrt(.5)]
+    # t = 2: only m0 runs: nobody to compare with -> 0
+    r = torch.ones(1, 3, 3)
+    m = torch.tensor([[[1, 1, 1], [1, 1, 0], [1, 0, 0]]], dtype=torch.bool)
+    h = math.sqrt(0.5)
+    expected = torch.tensor([[[1.0, h, 0.0], [0.0, -h, 0.0], [-1.0, 0.0, 0.0]]])
+    torch.testing.assert_close(stepwise_return_advantages(r, m), expected)
+
+
+def test_stepwise_discounted_returns():
+    # gamma = 0.5, two members, rewards m0 [1, 1], m1 [1, <pad>]
+    # returns-to-go: m0 [1 + .5 * 1, 1] = [1.5, 1]; m1 [1, -]
+    # t = 0: values 1.5, 1 -> centred [.25, -.25]; std sqrt(.0625 * 2 / 1) = sqrt(.125)
+    r = torch.ones(1, 2, 2)
+    m = torch.tensor([[[1, 1], [1, 0]]], dtype=torch.bool)
+    a = stepwise_return_advantages(r, m, gamma=0.5)
+    s = math.sqrt(0.125)
+    torch.testing.assert_close(a, torch.tensor([[[0.25 / s, 0.0], [-0.25 / s, 0.0]]]))
+
+
+def test_stepwise_equal_members_give_zero():
+    r = torch.ones(2, 4, 5)
+    m = torch.ones(2, 4, 5, dtype=torch.bool)
+    assert (stepwise_return_advantages(r, m) == 0).all()

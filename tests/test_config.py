@@ -1,0 +1,28 @@
+import pytest
+
+from grpo_seq import GRPOConfig
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("num_generations", 1, "GRPOConfig.num_generations: a group needs at least 2 outputs"),
+        ("epsilon", 0.0, "GRPOConfig.epsilon: must be in"),
+        ("beta", -0.1, "GRPOConfig.beta: must be >= 0"),
+        ("loss_type", "ppo", "GRPOConfig.loss_type: must be one of"),
+        ("advantage", "gae", "GRPOConfig.advantage: must be one of"),
+        ("mu", 0, "GRPOConfig.mu: must be >= 1"),
+        ("learning_rate", 0.0, "GRPOConfig.learning_rate: must be > 0"),
+        ("num_minibatches", 3, "GRPOConfig.num_minibatches: must divide the 64 outputs"),
+    ],
+)
+def test_bad_values_name_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**{field: value})
+
+
+def test_every_field_has_help_text():
+    import dataclasses
+
+    missing = [f.name for f in dataclasses.fields(GRPOConfig) if not f.metadata.get("help")]
+    assert missing == []

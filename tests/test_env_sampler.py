@@ -1,0 +1,74 @@
+"""The environment sampler: shared start states per group, masks that end at termination."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler
+
+
+def _sample(env_id="CartPole-v1", groups=3, G=4, seed=0, **kw):
+    sampler = EnvGroupSampler(env_id, groups, G, seed=seed, **kw)
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions)
+    return sampler, sampler.sample(policy)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1"])
+def test_group_members_share_a_start_state_and_groups_differ(env_id):
+    # CartPole takes the fast path (state copied across the group's rows), Acrobot the
+    # generic one (every member reset with the group's seed); both must give the same guarantee.
+    sampler, batch = _sample(env_id, max_episode_steps=30)
+    start = batch.context[:, 0].reshape(batch.num_groups, batch.group_size, -1)
+    for g in range(batch.num_groups):
+        assert torch.equal(start[g], start[g, :1].expand_as(start[g])), f"group {g} members start apart"
+    firsts = start[:, 0]
+    assert len({tuple(x.tolist()) for x in firsts}) == batch.num_groups, "two groups share a start state"
+    # and the members then diverge (the policy samples), so the group has something to compare
+    tokens = batch.tokens.reshape(batch.num_groups, batch.group_size, -1)
+    assert any(not torch.equal(tokens[g, 0], tokens[g, 1]) for g in range(batch.num_groups))
+
+
+def test_mask_is_a_prefix_that_ends_at_the_episodes_own_termination():
+    sampler, batch = _sample(groups=4, G=4)
+    lengths = batch.lengths()
+    for i in range(batch.batch_size):
+        L = int(lengths[i])
+        assert batch.mask[i, :L].all() and not batch.mask[i, L:].any()
+        # CartPole pays 1 per real step and nothing after its own end
+        assert batch.step_rewards[i].sum() == L == batch.rewards[i]
+    # Replay each episode's actions in a plain single env from the same start state:
+    # it must terminate exactly at the recorded length, not earlier and not later.
+    env = gym.make("CartPole-v1")
+    for i in range(batch.batch_size):
+        env.reset(seed=0)
+        env.unwrapped.state = batch.context[i, 0].double().numpy()
+        L = int(lengths[i])
+        for t in range(L):
+            np.testing.assert_allclose(env.unwrapped.state, batch.context[i, t].numpy(), rtol=1e-5, atol=1e-6)
+            _, _, terminated, truncated, _ = env.step(int(batch.tokens[i, t]))
+            assert (terminated or truncated) == (t == L - 1), f"episode {i} ends at {t}, recorded {L}"
+
+
+def test_batch_layout_and_env_step_count():
+    sampler, batch = _sample(groups=3, G=4)
+    assert batch.tokens.shape == batch.mask.shape == batch.step_rewards.shape
+    assert batch.context.shape[:2] == batch.tokens.shape and batch.context.shape[2] == 4
+    assert batch.group.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert batch.tokens.max() <= 1 and batch.tokens.min() >= 0
+    assert sampler.env_steps == int(batch.mask.sum())
+
+
+def test_same_seed_same_rollouts_and_new_states_each_call():
+    _, a = _sample(seed=3)
+    _, b = _sample(seed=3)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.context, b.context)
+    sampler, first = _sample(seed=3)
+    second = sampler.sample(CategoricalMLPPolicy(4, 2))
+    assert not torch.equal(first.context[:, 0], second.context[:, 0])
+
+
+def test_non_discrete_env_is_refused_by_name():
+    with pytest.raises(ValueError, match="Pendulum-v1: actions must be Discrete"):
+        EnvGroupSampler("Pendulum-v1", 1, 2)
