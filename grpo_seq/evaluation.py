@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,9 +29,12 @@ class PolicyEvaluator:
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000
 
     @torch.no_grad()
-    def __call__(self, policy: nn.Module) -> np.ndarray:
-        obs, _ = self.envs.reset(seed=self.seed)
-        self.seed += 1
+    def __call__(self, policy: nn.Module, seed: int | None = None) -> np.ndarray:
+        """Greedy returns of ``num_episodes`` episodes; ``seed`` defaults to the next of the stream."""
+        if seed is None:
+            seed, self.seed = self.seed, self.seed + 1
+        self.last_seed = seed
+        obs, _ = self.envs.reset(seed=seed)
         returns = np.zeros(self.num_episodes)
         alive = np.ones(self.num_episodes, dtype=bool)
         for _ in range(self.max_steps):
@@ -43,3 +48,27 @@ class PolicyEvaluator:
 
     def close(self) -> None:
         self.envs.close()
+
+
+@dataclass
+class EvalArgs:
+    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
+    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id."})
+    episodes: int = field(default=10, metadata={"help": "Greedy episodes."})
+    seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
+
+
+def main() -> None:
+    """``python -m grpo_seq.evaluation --policy DIR``: greedy returns of a saved policy, as JSON."""
+    from transformers import HfArgumentParser
+
+    from .serialization import load_policy
+
+    (args,) = HfArgumentParser(EvalArgs).parse_args_into_dataclasses()
+    returns = PolicyEvaluator(args.env_id, args.episodes)(load_policy(args.policy), seed=args.seed)
+    print(json.dumps({"env_id": args.env_id, "seed": args.seed, "mean_return": float(returns.mean()),
+                      "returns": returns.tolist()}))
+
+
+if __name__ == "__main__":
+    main()

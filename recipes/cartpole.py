@@ -43,6 +43,11 @@ class CartPoleConfig(GRPOConfig):
     solved_return: float = field(default=475.0, metadata={"help": "Eval mean return that counts as solved."})
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
     torch_threads: int = field(default=1, metadata={"help": "torch threads; a tiny MLP is no faster on more."})
+    use_cpu: bool = field(
+        default=True,
+        metadata={"help": "Train on CPU even where a GPU exists: a tiny MLP loses more to kernel launches than it "
+                  "gains. Also what makes `accelerate launch --multi_gpu` start real processes on a CPU-only machine."},
+    )
     # Defaults tuned for CartPole (see README "Choosing the defaults"); GRPOConfig's stay the paper's.
     num_generations: int = field(default=8, metadata={"help": "G: episodes per shared start state."})
     num_groups: int = field(default=8, metadata={"help": "Start states per step on each process."})
@@ -55,7 +60,7 @@ def main() -> None:
     if args.output_dir is None:
         args.output_dir = f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"
     torch.set_num_threads(args.torch_threads)
-    accelerator = Accelerator()
+    accelerator = Accelerator(cpu=args.use_cpu)
     main_proc = accelerator.is_main_process
 
     # Each process samples its own whole groups, seeded apart; parameters start equal everywhere.
@@ -83,7 +88,7 @@ def main() -> None:
             eval_seconds += time.perf_counter() - t_eval
             elapsed = time.perf_counter() - start
             trainer.log({"step": trainer.step_count, "tokens_total": trainer.env_steps, "eval/return": last_eval,
-                         "perf/wall_seconds": elapsed})
+                         "eval/seed": evaluate.last_seed, "perf/wall_seconds": elapsed})
             if solved_at is None and last_eval >= args.solved_return:
                 solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
                              "train_seconds": elapsed - eval_seconds, "iteration": trainer.step_count}
