@@ -169,11 +169,11 @@ class GRPOTrainer:
         grouped = rewards.reshape(-1, batch.group_size)
         lengths = batch.lengths().float()
         local = torch.stack([
-            rewards.mean(), grouped.std(dim=1).mean(), (grouped.amax(1) == grouped.amin(1)).float().mean(),
+            rewards.mean(), rewards.std(), grouped.std(dim=1).mean(), (grouped.amax(1) == grouped.amin(1)).float().mean(),
             lengths.mean(), lengths.max(), lengths.sum(),
         ] + [torch.tensor(v / n_updates) for v in sums.values()]).to(acc.device)
         glob = acc.reduce(local, reduction="mean")
-        keys = ["reward/mean", "reward/group_std", "reward/zero_std_groups",
+        keys = ["reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups",
                 "policy/completion_length", "policy/completion_length_max", "tokens"]
         keys += [{"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
                   "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm"}[k] for k in sums]
@@ -185,6 +185,7 @@ class GRPOTrainer:
             "step": self.step_count, "tokens_total": self.env_steps, "perf/lr": lr,
             "perf/step_seconds": seconds, "perf/sample_seconds": t_sample,
             "perf/tokens_per_second": tokens / seconds,
+            "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,
         })
         self.log(metrics)
         return metrics

@@ -37,7 +37,7 @@ class CartPoleConfig(GRPOConfig):
         default="CartPole-v1",
         metadata={"help": "Any gymnasium env with Discrete actions and a flat Box observation."},
     )
-    total_env_steps: int = field(default=200_000, metadata={"help": "Training budget in env steps (all processes)."})
+    total_env_steps: int = field(default=150_000, metadata={"help": "Training budget in env steps (all processes)."})
     eval_every: int = field(default=5_000, metadata={"help": "Evaluate after every this many training env steps."})
     eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
     solved_return: float = field(default=475.0, metadata={"help": "Eval mean return that counts as solved."})
@@ -49,9 +49,12 @@ class CartPoleConfig(GRPOConfig):
                   "gains. Also what makes `accelerate launch --multi_gpu` start real processes on a CPU-only machine."},
     )
     # Defaults tuned for CartPole (see README "Choosing the defaults"); GRPOConfig's stay the paper's.
-    num_generations: int = field(default=8, metadata={"help": "G: episodes per shared start state."})
-    num_groups: int = field(default=8, metadata={"help": "Start states per step on each process."})
-    learning_rate: float = field(default=1e-2, metadata={"help": "Adam learning rate."})
+    num_generations: int = field(default=4, metadata={"help": "G: episodes per shared start state."})
+    num_groups: int = field(default=4, metadata={"help": "Start states per step on each process."})
+    learning_rate: float = field(default=2e-2, metadata={"help": "Adam learning rate."})
+    lr_schedule: str = field(
+        default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
 
 

@@ -127,3 +127,35 @@ def test_sampler_and_config_must_agree():
     cfg = GRPOConfig(num_groups=2, num_generations=4)
     with pytest.raises(ValueError, match="num_groups=2, num_generations=4"):
         GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 3, 4))
+
+
+def test_process_supervision_is_blind_on_cartpole_and_leaves_the_policy_unchanged():
+    # Every CartPole step pays 1: the paper's process normalisation makes every advantage 0,
+    # so the update is exactly zero (the trap that made outcome the default).
+    trainer = make_trainer(advantage="process")
+    before = [p.detach().clone() for p in trainer.policy.parameters()]
+    trainer.step()
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters()))
+
+
+def test_padding_never_reaches_the_gradient():
+    from grpo_seq.objective import grpo_loss
+
+    trainer = make_trainer()
+    batch = trainer.sampler.sample(trainer.policy)
+    assert (~batch.mask).any(), "the batch needs padded positions for this test"
+    batch.advantages = compute_advantages(batch, trainer.config)
+
+    def grads(b):
+        trainer.policy.zero_grad()
+        logp, _ = trainer.policy(b)
+        loss, _ = grpo_loss(logp, logp.detach(), b.advantages, b.mask, eps_low=0.2)
+        loss.backward()
+        return [p.grad.clone() for p in trainer.policy.parameters()]
+
+    clean = grads(batch)
+    # garbage observations and flipped actions after each episode's end
+    batch.context[~batch.mask] = 1e3
+    batch.tokens[~batch.mask] = 1 - batch.tokens[~batch.mask]
+    for a, b in zip(clean, grads(batch)):
+        torch.testing.assert_close(a, b)
