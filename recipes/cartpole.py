@@ -7,9 +7,10 @@
 Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - beta = 0, so no reference model: the reference would be the random initial policy and
   would pull a balancing agent back towards falling.
-- Outcome supervision by default (advantage = group-normalised episode return); the paper's
-  process supervision normalises step rewards over the group and is identically 0 here
-  (every step pays 1). `--advantage stepwise` compares returns-to-go at equal step indices.
+- Per-step advantages by default: each step's return-to-go is normalised against the group
+  members still running at the same step. The paper's process supervision normalises step
+  rewards over the whole group and is identically 0 here (every step pays 1); outcome
+  supervision (`--advantage outcome`) learns as fast but stayed solved less reliably (README).
 Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/}.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from accelerate import Accelerator
+from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 
@@ -52,6 +54,11 @@ class CartPoleConfig(GRPOConfig):
     num_generations: int = field(default=4, metadata={"help": "G: episodes per shared start state."})
     num_groups: int = field(default=4, metadata={"help": "Start states per step on each process."})
     learning_rate: float = field(default=2e-2, metadata={"help": "Adam learning rate."})
+    advantage: str = field(
+        default="stepwise",
+        metadata={"help": "stepwise (default: returns-to-go compared at equal step indices), outcome (group-"
+                  "normalised episode return) or process (the paper's; blind on CartPole, see README)."},
+    )
     lr_schedule: str = field(
         default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
     )
@@ -63,6 +70,7 @@ def main() -> None:
     if args.output_dir is None:
         args.output_dir = f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"
     torch.set_num_threads(args.torch_threads)
+    set_seed(args.seed)  # python, numpy and torch: the policy's initial weights depend on --seed
     accelerator = Accelerator(cpu=args.use_cpu)
     main_proc = accelerator.is_main_process
 
