@@ -39,7 +39,7 @@ class CartPoleConfig(GRPOConfig):
         default="CartPole-v1",
         metadata={"help": "Any gymnasium env with Discrete actions and a flat Box observation."},
     )
-    total_env_steps: int = field(default=150_000, metadata={"help": "Training budget in env steps (all processes)."})
+    total_env_steps: int = field(default=250_000, metadata={"help": "Training budget in env steps (all processes)."})
     eval_every: int = field(default=5_000, metadata={"help": "Evaluate after every this many training env steps."})
     eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
     solved_return: float = field(default=475.0, metadata={"help": "Eval mean return that counts as solved."})
@@ -58,6 +58,9 @@ class CartPoleConfig(GRPOConfig):
         default="stepwise",
         metadata={"help": "stepwise (default: returns-to-go compared at equal step indices), outcome (group-"
                   "normalised episode return) or process (the paper's; blind on CartPole, see README)."},
+    )
+    gamma: float = field(
+        default=0.98, metadata={"help": "Discount inside returns-to-go: credit lands near the failure that caused it."}
     )
     lr_schedule: str = field(
         default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
