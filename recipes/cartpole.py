@@ -10,19 +10,18 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - Per-step advantages by default: each step's return-to-go is normalised against the group
   members still running at the same step. The paper's process supervision normalises step
   rewards over the whole group and is identically 0 here (every step pays 1); outcome
-  supervision (`--advantage outcome`) learns as fast but stayed solved less reliably (README).
+  supervision (`--advantage outcome`) learns as fast on the median, with twice the spread
+  across seeds (README, "Choosing the defaults").
 Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/}.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed

@@ -1,13 +1,12 @@
 """Two processes under accelerate (torchrun + gloo on CPU): whole groups per process, shared gradients."""
 
+import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -43,8 +42,6 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
     res = launch(["recipes/cartpole.py", "--total_env_steps", "4000", "--eval_every", "2000",
                   "--num_groups", "2", "--output_dir", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
-    import json
-
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["num_processes"] == 2
     assert summary["env_steps"] >= 4000
