@@ -59,3 +59,19 @@ def test_cartpole_recipe_runs_another_discrete_env(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["env_id"] == "Acrobot-v1" and summary["env_steps"] >= 2000
     assert -500 <= summary["final_eval_return"] <= 0
+
+
+def _metrics_without_timing(out_dir):
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
+
+
+def test_cartpole_recipe_same_seed_same_metrics_other_seed_differs(tmp_path):
+    # --seed must reach every RNG, the policy's initial weights included.
+    flags = ["--total_env_steps", "1500", "--eval_every", "500", "--num_groups", "2"]
+    for name, seed in [("a", 7), ("b", 7), ("c", 8)]:
+        res = run([sys.executable, "recipes/cartpole.py", *flags, "--seed", str(seed), "--output_dir", str(tmp_path / name)])
+        assert res.returncode == 0, res.stderr[-3000:]
+    a, b, c = (_metrics_without_timing(tmp_path / n) for n in "abc")
+    assert a == b
+    assert a[0] != c[0]
