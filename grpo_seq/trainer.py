@@ -165,20 +165,22 @@ class GRPOTrainer:
         if cfg.ref_sync_steps and self.ref_policy is not None and self.step_count % cfg.ref_sync_steps == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
 
-        rewards = batch.rewards.float()
+        # Per-output values are gathered (exact std and max over all processes); loss statistics
+        # are averaged.
+        rewards = acc.gather(batch.rewards.float().contiguous())
+        lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
-        lengths = batch.lengths().float()
-        local = torch.stack([
-            rewards.mean(), rewards.std(), grouped.std(dim=1).mean(), (grouped.amax(1) == grouped.amin(1)).float().mean(),
-            lengths.mean(), lengths.max(), lengths.sum(),
-        ] + [torch.tensor(v / n_updates) for v in sums.values()]).to(acc.device)
-        glob = acc.reduce(local, reduction="mean")
-        keys = ["reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups",
-                "policy/completion_length", "policy/completion_length_max", "tokens"]
-        keys += [{"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
-                  "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm"}[k] for k in sums]
-        metrics = {k: float(v) for k, v in zip(keys, glob.tolist())}
-        tokens = int(round(metrics.pop("tokens") * acc.num_processes))
+        update_stats = acc.reduce(torch.tensor([v / n_updates for v in sums.values()], device=acc.device), "mean")
+        names = {"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
+                 "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm"}
+        metrics = {
+            "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
+            "reward/zero_std_groups": (grouped.amax(1) == grouped.amin(1)).float().mean(),
+            "policy/completion_length": lengths.mean(), "policy/completion_length_max": lengths.max(),
+            **{names[k]: v for k, v in zip(sums, update_stats)},
+        }
+        metrics = {k: float(v) for k, v in metrics.items()}
+        tokens = int(lengths.sum())
         self.env_steps += tokens
         seconds = time.perf_counter() - t0
         metrics.update({

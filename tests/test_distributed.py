@@ -45,3 +45,11 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["num_processes"] == 2
     assert summary["env_steps"] >= 4000
+    # rewards and lengths are gathered from both ranks: 2 processes x 2 groups x 4 episodes = 16
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if "reward/mean" in r]
+    prev = 0
+    for r in train:
+        assert r["tokens_total"] - prev == round(r["policy/completion_length"] * 16)
+        assert r["policy/completion_length_max"] >= r["policy/completion_length"]
+        prev = r["tokens_total"]
