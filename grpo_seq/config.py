@@ -45,6 +45,13 @@ class GRPOConfig:
     num_minibatches: int = field(
         default=1, metadata={"help": "Optimizer steps per update pass: the batch's outputs are split this many ways."}
     )
+    micro_batch_size: int = field(
+        default=0,
+        metadata={
+            "help": "Outputs per forward/backward pass; gradients accumulate over a minibatch's micro-batches "
+            "(exactly: the loss is normalised by the whole minibatch's counts). 0: the whole minibatch at once."
+        },
+    )
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
     epsilon_high: float | None = field(
         default=None, metadata={"help": "Upper clipping range (DAPO's clip-higher); defaults to epsilon."}
@@ -105,6 +112,8 @@ class GRPOConfig:
                 f"must divide the {self.num_groups * self.num_generations} outputs per step "
                 f"(num_groups={self.num_groups} x num_generations={self.num_generations})",
             )
+        if self.micro_batch_size < 0:
+            fail("micro_batch_size", "must be >= 0 (0: the whole minibatch in one pass)")
         if not 0 < self.epsilon < 1:
             fail("epsilon", "must be in (0, 1)")
         if self.epsilon_high is not None and not self.epsilon_high > 0:

@@ -77,7 +77,14 @@ def clipped_mask(ratio_t: Tensor, adv_t: Tensor, eps_low: float, eps_high: float
     return ((adv_t > 0) & (ratio_t > 1.0 + eps_high)) | ((adv_t < 0) & (ratio_t < 1.0 - eps_low))
 
 
-def aggregate(values_t: Tensor, mask_t: Tensor, loss_type: str = "grpo", max_len: int | None = None) -> Tensor:
+def aggregate(
+    values_t: Tensor,
+    mask_t: Tensor,
+    loss_type: str = "grpo",
+    max_len: int | None = None,
+    num_outputs: int | None = None,
+    num_tokens: int | Tensor | None = None,
+) -> Tensor:
     """Reduce per-token values ``(B, T)`` to a scalar, counting masked tokens only.
 
     - ``grpo``: mean over each output's own tokens (``1/|o_i|``), then over outputs (the paper).
@@ -85,20 +92,26 @@ def aggregate(values_t: Tensor, mask_t: Tensor, loss_type: str = "grpo", max_len
     - ``dr_grpo``: sum over all tokens / (B * max_len), no length normalisation (Dr. GRPO).
 
     An output with no tokens contributes 0 and still counts in the ``grpo`` mean over outputs.
+
+    ``num_outputs`` and ``num_tokens`` replace the batch's own counts in the denominators: a
+    micro-batch of a larger batch passes the larger batch's counts, so the micro-batch losses
+    sum to exactly the loss of the whole batch (gradient accumulation without approximation).
     """
     if values_t.shape != mask_t.shape:
         raise ValueError(f"values {tuple(values_t.shape)} and mask {tuple(mask_t.shape)} differ in shape")
     mask_t = mask_t.to(values_t.dtype)
     # where, not multiply: whatever sits in padding (even inf) cannot leak into the sum
     masked = torch.where(mask_t.bool(), values_t, torch.zeros_like(values_t))
+    n_out = values_t.shape[0] if num_outputs is None else num_outputs
     if loss_type == "grpo":
         per_output = masked.sum(-1) / mask_t.sum(-1).clamp(min=1.0)
-        return per_output.mean()
+        return per_output.sum() / n_out
     if loss_type == "bnpo":
-        return masked.sum() / mask_t.sum().clamp(min=1.0)
+        n_tok = mask_t.sum() if num_tokens is None else torch.as_tensor(num_tokens, dtype=values_t.dtype)
+        return masked.sum() / n_tok.clamp(min=1.0)
     if loss_type == "dr_grpo":
         max_len = values_t.shape[-1] if max_len is None else max_len
-        return masked.sum() / (values_t.shape[0] * max_len)
+        return masked.sum() / (n_out * max_len)
     raise ValueError(f"unknown loss_type {loss_type!r}; choose one of {LOSS_TYPES}")
 
 
@@ -114,11 +127,15 @@ def grpo_loss(
     ref_logp_t: Tensor | None = None,
     loss_type: str = "grpo",
     max_len: int | None = None,
+    num_outputs: int | None = None,
+    num_tokens: int | Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Negative GRPO objective (to minimise) and detached per-token statistics.
 
     Returns ``(loss, stats)`` where ``stats`` holds ``kl`` (masked mean k3, 0 when beta is 0
     and no reference is given), ``clip_fraction`` and ``ratio`` (masked means).
+    ``num_outputs``/``num_tokens``: the whole batch's counts when this is a micro-batch (see
+    :func:`aggregate`).
     """
     if beta > 0 and ref_logp_t is None:
         raise ValueError("beta > 0 needs reference log-probs (ref_logp_t)")
@@ -127,7 +144,7 @@ def grpo_loss(
     kl_t = k3_kl(logp_t, ref_logp_t) if ref_logp_t is not None else None
     if beta > 0:
         objective_t = objective_t - beta * kl_t
-    loss = -aggregate(objective_t, mask_t, loss_type, max_len)
+    loss = -aggregate(objective_t, mask_t, loss_type, max_len, num_outputs, num_tokens)
 
     with torch.no_grad():
         m = mask_t.float()

@@ -13,7 +13,7 @@ from torch import nn
 
 from .policies import CategoricalMLPPolicy
 
-__all__ = ["save_policy", "load_policy", "atomic_dir"]
+__all__ = ["save_policy", "load_policy", "atomic_dir", "atomic_write_text"]
 
 WEIGHTS_NAME = "model.safetensors"
 POLICY_CONFIG_NAME = "policy.json"
@@ -38,7 +38,9 @@ class atomic_dir:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        for f in self.tmp.iterdir():
+        for f in self.tmp.rglob("*"):
+            if not f.is_file():
+                continue
             with open(f, "rb+") as fh:
                 os.fsync(fh.fileno())
         old = None
@@ -50,9 +52,32 @@ class atomic_dir:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def save_policy(policy: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write ``model.safetensors`` and ``policy.json`` (class and constructor arguments)."""
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to a temporary sibling, flush it to disk, then rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_policy(policy: nn.Module, directory: str | os.PathLike, **kwargs) -> Path:
+    """Write ``model.safetensors`` and ``policy.json`` (class and constructor arguments); a
+    policy with a ``save_to`` method (a causal LM) writes its own files, ``kwargs`` passed on.
+    """
     name = type(policy).__name__
+    if hasattr(policy, "save_to"):  # a transformers model saves itself (save_pretrained)
+        with atomic_dir(directory) as tmp:
+            policy.save_to(tmp, **kwargs)
+        return Path(directory)
     if name not in _POLICY_CLASSES or not hasattr(policy, "init_kwargs"):
         raise TypeError(f"save_policy does not know how to rebuild a {name}; known: {sorted(_POLICY_CLASSES)}")
     state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}

@@ -7,8 +7,10 @@ loop trains a language model or a CartPole agent.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import resource
 import time
 from pathlib import Path
 from typing import Callable
@@ -79,16 +81,27 @@ class GRPOTrainer:
         self.accelerator = accelerator or Accelerator()
         set_seed(config.seed)
         self.shuffle_gen = torch.Generator().manual_seed(config.seed)
-        # No reference at all with beta = 0: nothing to load, nothing to run.
+        # No reference at all with beta = 0: nothing to load, nothing to run. A LoRA policy is
+        # its own reference with the adapters disabled: no second copy in memory.
         self.ref_policy = None
-        if config.beta > 0:
+        self.ref_is_base = config.beta > 0 and getattr(policy, "has_adapters", False)
+        if self.ref_is_base and config.ref_sync_steps:
+            raise ValueError(
+                "GRPOConfig.ref_sync_steps: a LoRA policy's reference is its base model with the adapters "
+                "disabled and cannot be reset to the current policy; set ref_sync_steps=0"
+            )
+        if config.beta > 0 and not self.ref_is_base:
             self.ref_policy = copy.deepcopy(policy).requires_grad_(False).eval().to(self.accelerator.device)
+        params = [p for p in policy.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the policy has no trainable parameters")
         optimizer = torch.optim.AdamW(
-            policy.parameters(), lr=config.learning_rate, eps=config.adam_eps, weight_decay=config.weight_decay
+            params, lr=config.learning_rate, eps=config.adam_eps, weight_decay=config.weight_decay
         )
         self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
         self.step_count = 0
         self.env_steps = 0
+        self.last_batch: RolloutBatch | None = None
         self.output_dir = Path(config.output_dir) if config.output_dir else None
         self.logger = None
         if self.output_dir is not None and self.accelerator.is_main_process:
@@ -109,6 +122,13 @@ class GRPOTrainer:
             g["lr"] = lr
         return lr
 
+    @torch.no_grad()
+    def _score(self, policy: nn.Module, batch: RolloutBatch) -> Tensor:
+        """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients."""
+        micro = self.config.micro_batch_size or batch.batch_size
+        idx = torch.arange(batch.batch_size, device=batch.tokens.device)
+        return torch.cat([policy(batch.select(c), with_entropy=False)[0] for c in idx.split(micro)])
+
     def step(self, progress: float | None = None) -> dict[str, float]:
         """One iteration: sample groups, score, compute advantages, ``mu`` update passes.
 
@@ -120,7 +140,8 @@ class GRPOTrainer:
         cfg, acc = self.config, self.accelerator
         t0 = time.perf_counter()
         self.model.eval()
-        batch = self.sampler.sample(self.policy)
+        with acc.autocast():
+            batch = self.sampler.sample(self.policy)
         if self.score_fn is not None:
             batch = self.score_fn(batch)
         batch = batch.to(acc.device)
@@ -128,39 +149,59 @@ class GRPOTrainer:
 
         batch.advantages = compute_advantages(batch, cfg)
         n_updates = cfg.mu * cfg.num_minibatches
-        with torch.no_grad():
+        with acc.autocast():
             if self.ref_policy is not None:
-                batch.ref_logp, _ = self.ref_policy(batch)
+                batch.ref_logp = self._score(self.ref_policy, batch)
+            elif self.ref_is_base:
+                with self.policy.adapters_disabled():
+                    batch.ref_logp = self._score(self.policy, batch)
             if n_updates > 1:  # with one update pi_old is pi_theta: its log-probs are the current ones, detached
-                batch.old_logp, _ = self.model(batch)
+                batch.old_logp = self._score(self.policy, batch)
+        self.last_batch = batch
 
         lr = self._set_lr(progress)
         self.model.train()
         B, T = batch.batch_size, batch.tokens.shape[1]
         mb = B // cfg.num_minibatches
-        sums: dict[str, float] = {}
-        grad_norm = torch.zeros(())
+        micro = cfg.micro_batch_size or mb
+        token_sums: dict[str, Tensor] = {}
+        n_tokens_seen = torch.zeros((), device=acc.device)
+        losses, grad_norms = [], []
         for _ in range(cfg.mu):
             order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
             for k in range(cfg.num_minibatches):
-                sub = batch.select(order[k * mb : (k + 1) * mb].to(acc.device))
-                logp_t, entropy_t = self.model(sub)
-                old_logp_t = sub.old_logp if sub.old_logp is not None else logp_t.detach()
-                loss, stats = grpo_loss(
-                    logp_t, old_logp_t, sub.advantages, sub.mask,
-                    eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, beta=cfg.beta,
-                    ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, max_len=T,
-                )
-                acc.backward(loss)
+                idx = order[k * mb : (k + 1) * mb].to(acc.device)
+                chunks = idx.split(micro)
+                mb_tokens = batch.mask[idx].sum()
+                mb_loss = torch.zeros((), device=acc.device)
+                for j, chunk in enumerate(chunks):
+                    sub = batch.select(chunk)
+                    # Gradients are all-reduced once per optimizer step, on the last micro-batch.
+                    sync = contextlib.nullcontext() if j == len(chunks) - 1 else acc.no_sync(self.model)
+                    with sync:
+                        logp_t, entropy_t = self.model(sub)
+                        old_logp_t = sub.old_logp if sub.old_logp is not None else logp_t.detach()
+                        loss, stats = grpo_loss(
+                            logp_t, old_logp_t, sub.advantages, sub.mask,
+                            eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, beta=cfg.beta,
+                            ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, max_len=T,
+                            num_outputs=len(idx), num_tokens=mb_tokens,
+                        )
+                        acc.backward(loss)
+                    mb_loss += loss.detach()
+                    # Statistics are token means: weight each micro-batch by its token count.
+                    n = sub.mask.sum()
+                    stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
+                    for name, v in stats.items():
+                        token_sums[name] = token_sums.get(name, 0.0) + v.detach() * n
+                    n_tokens_seen += n
+                grad_norm = torch.zeros(())
                 if cfg.max_grad_norm > 0:
                     grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                stats["loss"] = loss.detach()
-                stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
-                stats["grad_norm"] = torch.as_tensor(grad_norm).detach().float()
-                for name, v in stats.items():
-                    sums[name] = sums.get(name, 0.0) + float(v)
+                losses.append(mb_loss)
+                grad_norms.append(torch.as_tensor(grad_norm, device=acc.device).detach().float())
         self.step_count += 1
         if cfg.ref_sync_steps and self.ref_policy is not None and self.step_count % cfg.ref_sync_steps == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
@@ -170,14 +211,23 @@ class GRPOTrainer:
         rewards = acc.gather(batch.rewards.float().contiguous())
         lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
-        update_stats = acc.reduce(torch.tensor([v / n_updates for v in sums.values()], device=acc.device), "mean")
+        update_stats = {name: v / n_tokens_seen.clamp(min=1) for name, v in token_sums.items()}
+        update_stats["loss"] = torch.stack(losses).mean()
+        update_stats["grad_norm"] = torch.stack(grad_norms).mean()
+        # The sampler's and reward functions' own metrics (truncation, each reward's mean).
+        extra = batch.extras.get("metrics", {})
+        reduced = acc.reduce(
+            torch.stack([*(v.float() for v in update_stats.values()),
+                         *(torch.tensor(float(v), device=acc.device) for v in extra.values())]), "mean"
+        )
         names = {"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
                  "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm"}
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
             "reward/zero_std_groups": (grouped.amax(1) == grouped.amin(1)).float().mean(),
             "policy/completion_length": lengths.mean(), "policy/completion_length_max": lengths.max(),
-            **{names[k]: v for k, v in zip(sums, update_stats)},
+            **{names[k]: v for k, v in zip(update_stats, reduced)},
+            **dict(zip(extra, reduced[len(update_stats):])),
         }
         metrics = {k: float(v) for k, v in metrics.items()}
         tokens = int(lengths.sum())
@@ -188,6 +238,7 @@ class GRPOTrainer:
             "perf/step_seconds": seconds, "perf/sample_seconds": t_sample,
             "perf/tokens_per_second": tokens / seconds,
             "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,
+            "perf/peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         })
         self.log(metrics)
         return metrics
@@ -197,14 +248,15 @@ class GRPOTrainer:
         if self.logger is not None:
             self.logger.log(metrics)
 
-    def save(self, directory: str | Path | None = None) -> Path | None:
-        """Save the policy (safetensors) to ``directory`` (default ``<output_dir>/policy``)."""
+    def save(self, directory: str | Path | None = None, **kwargs) -> Path | None:
+        """Save the policy (safetensors) to ``directory`` (default ``<output_dir>/policy``), atomically;
+        ``kwargs`` go to the policy's own saver (``merged=`` for a LoRA language model)."""
         directory = Path(directory) if directory else (self.output_dir / "policy" if self.output_dir else None)
         if directory is None:
             raise ValueError("GRPOTrainer.save needs a directory when GRPOConfig.output_dir is None")
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
-            save_policy(self.policy, directory)
+            save_policy(self.policy, directory, **kwargs)
         return directory
 
     def close(self) -> None:

@@ -2,5 +2,31 @@
 
 Environment rollouts carry their own reward (the env's per-step rewards and episode return,
 filled in by :class:`grpo_seq.EnvGroupSampler`), so this package holds the reward functions
-that score text.
+that score text. It is an ordinary importable package: a reward function is named by its short
+name in :data:`REGISTRY` or by its import path (``reward_fns.gsm8k:format_reward``), and
+a user's own module works the same way (see :func:`grpo_seq.rewards.load_reward_fn`).
+
+:data:`REGISTRY` maps short names to ready-to-use functions. :func:`overlong_penalty` is not in
+it: it is a factory that needs ``max_length`` and ``buffer``, so a recipe builds it
+(``overlong_penalty(max_length=512, buffer=64)``) and passes the result.
 """
+
+from typing import Callable
+
+from ._text import completion_text
+from .gsm8k import correctness_reward, extract_answer, format_reward, normalize_number, overlong_penalty
+
+__all__ = [
+    "REGISTRY",
+    "completion_text",
+    "correctness_reward",
+    "extract_answer",
+    "format_reward",
+    "normalize_number",
+    "overlong_penalty",
+]
+
+REGISTRY: dict[str, Callable] = {
+    "correctness": correctness_reward,
+    "format": format_reward,
+}

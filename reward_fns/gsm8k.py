@@ -1,0 +1,194 @@
+"""GSM8K rewards: answer correctness, answer format, and DAPO's soft overlong punishment.
+
+Every reward function has the signature ``fn(prompts, completions, **columns) -> list[float | None]``
+(TRL's), one value per completion. The gold answer arrives as the dataset column ``answer``:
+either a raw GSM8K solution ending in ``#### 1,234`` or a bare number string.
+
+The model is expected to finish with a line ``#### <number>`` (GSM8K's own convention);
+``\\boxed{<number>}`` is accepted as a fallback because instruction-tuned models often write it.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any, Callable, Sequence
+
+from ._text import completion_text
+
+__all__ = [
+    "completion_text",
+    "correctness_reward",
+    "extract_answer",
+    "format_reward",
+    "normalize_number",
+    "overlong_penalty",
+]
+
+# Commas only as thousands separators ("1,234,567"): "3,4" is a list, not 34.
+_INT = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+_NUMBER_RE = re.compile(rf"[+-]?(?:{_INT}(?:\.\d+)?|\.\d+|\d+/\d+)")
+# LaTeX wrappers that leave the number inside unchanged.
+_TEXT_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
+_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_HASH_LINE_RE = re.compile(r"^[ \t]*####[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+
+
+def normalize_number(s: str) -> str | None:
+    """``s`` as a plain number string, or None when it is not a number.
+
+    Strips whitespace, ``$``, a trailing ``.``, thousands commas, ``\\text{...}`` wrappers and
+    LaTeX thin spaces; turns ``\\frac{a}{b}`` into ``a/b``. Accepted afterwards: integers,
+    decimals, negatives and simple fractions ``a/b`` (``b != 0``). Units or words ("18 dollars")
+    make it not a number: the format asks for the number alone.
+
+    >>> normalize_number(" $1,234. ")
+    '1234'
+    """
+    s = _TEXT_RE.sub(r"\1", s)
+    s = _FRAC_RE.sub(r"\1/\2", s)
+    s = s.replace("{,}", ",").replace("\\!", "").replace("\\,", "").replace("\\$", "$")
+    s = s.replace("$", "").replace("\u2212", "-").strip()
+    if s.endswith("."):
+        s = s[:-1].rstrip()
+    if not _NUMBER_RE.fullmatch(s):
+        return None
+    s = s.replace(",", "").lstrip("+")
+    try:
+        Fraction(s)
+    except ZeroDivisionError:  # "3/0"
+        return None
+    return s
+
+
+def _boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{...}``, braces matched so ``\\boxed{\\frac{3}{4}}`` is whole."""
+    out = []
+    start = text.find("\\boxed{")
+    while start != -1:
+        i = start + len("\\boxed{")
+        depth = 1
+        j = i
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        if depth == 0:
+            out.append(text[i : j - 1])
+        start = text.find("\\boxed{", i)
+    return out
+
+
+def extract_answer(text: str) -> str | None:
+    """The model's final answer in ``text``, normalised by :func:`normalize_number`, or None.
+
+    The rest of the line after the last ``####``; if there is no ``####``, the content of the
+    last ``\\boxed{...}``. None when neither is present or what follows is not a number (a
+    ``####`` that is not followed by a number does not fall back to ``\\boxed``: the model did
+    commit to that line).
+    """
+    idx = text.rfind("####")
+    if idx != -1:
+        return normalize_number(text[idx + 4 :].split("\n", 1)[0])
+    boxed = _boxed_contents(text)
+    return normalize_number(boxed[-1]) if boxed else None
+
+
+def _gold_value(answer: Any) -> Fraction:
+    """The gold number of a raw GSM8K answer ("...\\n#### 1,234") or a bare number."""
+    s = answer if isinstance(answer, str) else str(answer)
+    idx = s.rfind("####")
+    num = normalize_number(s[idx + 4 :] if idx != -1 else s)
+    if num is None:
+        # A bad gold label would silently score every completion 0: stop instead.
+        raise ValueError(f"gold answer {answer!r:.120} has no number after '####' and is not a number itself")
+    return Fraction(num)
+
+
+def correctness_reward(
+    prompts: Sequence[Any] | None = None,
+    completions: Sequence[Any] = (),
+    answer: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[float]:
+    """1.0 where the completion's :func:`extract_answer` equals the gold ``answer`` numerically
+    ("18", "18.0", "$18" and "18." all equal 18; "1,800" equals 1800), else 0.0 (also when no
+    answer can be extracted).
+
+    Raises:
+        ValueError: no ``answer`` column, one of another length, or a gold answer that is not a number.
+    """
+    if answer is None:
+        raise ValueError("correctness_reward needs the gold answers as the dataset column 'answer'")
+    if len(answer) != len(completions):
+        raise ValueError(f"got {len(answer)} gold answers for {len(completions)} completions")
+    rewards = []
+    for completion, gold in zip(completions, answer):
+        pred = extract_answer(completion_text(completion))
+        rewards.append(1.0 if pred is not None and Fraction(pred) == _gold_value(gold) else 0.0)
+    return rewards
+
+
+def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
+    """How well the completion follows the answer format.
+
+    - 1.0: some line is ``#### <number>`` (only whitespace around it on that line);
+    - 0.5: no such line, but a ``\\boxed{<number>}``;
+    - 0.0: neither.
+
+    ``<number>`` is anything :func:`normalize_number` accepts ("$1,234." counts).
+    """
+    rewards = []
+    for completion in completions:
+        text = completion_text(completion)
+        if any(normalize_number(m) is not None for m in _HASH_LINE_RE.findall(text)):
+            rewards.append(1.0)
+        elif any(normalize_number(b) is not None for b in _boxed_contents(text)):
+            rewards.append(0.5)
+        else:
+            rewards.append(0.0)
+    return rewards
+
+
+def overlong_penalty(max_length: int, buffer: int) -> Callable[..., list[float]]:
+    """DAPO's soft overlong punishment, as a reward function over completion lengths in tokens.
+
+    With ``L`` the completion's token count: 0 when ``L <= max_length - buffer``;
+    ``(max_length - buffer - L) / buffer`` inside the buffer (falls linearly from 0 to -1);
+    -1.0 when ``L >= max_length``. Penalising gradually, before truncation, tells the model that
+    long answers are worse instead of only cutting them off.
+
+    Args:
+        max_length: the generation limit in tokens.
+        buffer: length of the penalty ramp, in ``[1, max_length]``.
+
+    Returns:
+        A reward function named ``overlong_penalty`` that reads the keyword ``completion_ids``
+        (one list of token ids per completion) and raises TypeError without it.
+    """
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"overlong_penalty: max_length must be a positive int, got {max_length!r}")
+    if isinstance(buffer, bool) or not isinstance(buffer, int) or not 1 <= buffer <= max_length:
+        raise ValueError(f"overlong_penalty: buffer must be an int in [1, max_length={max_length}], got {buffer!r}")
+    start = max_length - buffer
+
+    def overlong_penalty(
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] | None = None,
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
+        if completion_ids is None:
+            raise TypeError(
+                "overlong_penalty needs the keyword argument completion_ids (the token ids of each "
+                "completion); token counts cannot be recovered from text"
+            )
+        out = []
+        for ids in completion_ids:
+            n = len(ids)
+            out.append(0.0 if n <= start else -1.0 if n >= max_length else (start - n) / buffer)
+        return out
+
+    overlong_penalty.__doc__ = (
+        f"DAPO soft overlong penalty: 0 up to {start} tokens, falling linearly to -1 at {max_length}."
+    )
+    return overlong_penalty

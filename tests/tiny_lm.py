@@ -1,0 +1,50 @@
+"""A tiny Llama and a character-level tokenizer with a chat template, built locally (no network)."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+SPECIALS = ["<pad>", "<unk>", "<s>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def make_tokenizer() -> PreTrainedTokenizerFast:
+    chars = sorted(set(string.printable) - set("\x0b\x0c\r"))
+    vocab = {t: i for i, t in enumerate(SPECIALS + chars)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.padding_side = "left"
+    return fast
+
+
+def make_tiny_lm(seed: int = 0, hidden: int = 32) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    tokenizer = make_tokenizer()
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def save_tiny_lm(path: str | Path, seed: int = 0) -> Path:
+    model, tokenizer = make_tiny_lm(seed)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return Path(path)
