@@ -19,6 +19,7 @@ Writes <output_dir>/{config.json, metrics.jsonl, completions/step_XXXX.jsonl, su
 from __future__ import annotations
 
 import json
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class GSM8KConfig(GRPOConfig):
         default=5, metadata={"help": "Write completions/step_XXXX.jsonl every this many steps (0: never)."}
     )
     torch_threads: int = field(default=0, metadata={"help": "torch CPU threads per process (0: torch's default)."})
+    use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even where a GPU exists."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
     # GRPOConfig defaults changed for a 135M model on a CPU.
     num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
@@ -122,7 +124,9 @@ def main(cfg: GSM8KConfig) -> dict:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     set_seed(cfg.seed)
-    accelerator = Accelerator()
+    # Several processes and no GPU: gloo on CPU (accelerate would otherwise start each process alone).
+    multi_cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    accelerator = Accelerator(cpu=cfg.use_cpu or multi_cpu)
     main_proc = accelerator.is_main_process
     out = Path(cfg.output_dir)
 

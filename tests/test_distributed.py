@@ -20,7 +20,8 @@ def free_port() -> int:
 
 
 def launch(args, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])  # the workers import tests/tiny_lm.py
+    env = {**os.environ, "PYTHONPATH": path, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
     # --multi_gpu starts two real processes even without a GPU; --cpu would start only one.
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
@@ -53,3 +54,15 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
         assert r["tokens_total"] - prev == round(r["policy/completion_length"] * 16)
         assert r["policy/completion_length_max"] >= r["policy/completion_length"]
         prev = r["tokens_total"]
+
+
+def test_language_model_on_two_processes(tmp_path):
+    res = launch(["tests/ddp_lm_worker.py", str(tmp_path)], tmp_path)
+    assert res.returncode == 0, res.stderr[-4000:]
+    r0, r1 = (json.loads((tmp_path / f"lm_rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["world"] == 2 == r1["world"]
+    # Gradients accumulated over micro-batches (no_sync) and averaged once: same parameters everywhere.
+    torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
+    # Each rank drew its own prompts: 2 steps x 2 prompts x 2 ranks cover all 8 once.
+    assert sorted(r0["answers"] + r1["answers"], key=int) == [str(i) for i in range(8)]
+    assert r0["kl"] == r1["kl"]
