@@ -8,12 +8,15 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["GSM8K_SYSTEM_PROMPT", "load_rows", "chat_prompts", "greedy_completions"]
+__all__ = ["GSM8K_SYSTEM_PROMPT", "GSM8K_INSTRUCTION", "load_rows", "chat_prompts", "greedy_completions"]
 
 GSM8K_SYSTEM_PROMPT = (
-    "You are a careful math tutor. Solve the problem step by step, then write the final answer "
-    "alone on the last line in the form '#### <number>'."
+    "Solve the math problem. Show your steps briefly, then give the final answer on its own line "
+    "as '#### <number>'."
 )
+# Repeated after the question: the 135M model follows an instruction there far more often
+# than one in the system message alone (format rate on 32 dev problems: 28% against 6-19%).
+GSM8K_INSTRUCTION = "The last line must be '#### <number>'."
 
 
 def load_rows(dataset: str, split: str = "train", config: str | None = None):
@@ -32,9 +35,11 @@ def load_rows(dataset: str, split: str = "train", config: str | None = None):
 
 def chat_prompts(
     rows, question_column: str = "question", answer_column: str = "answer", system_prompt: str | None = None,
-    source: str = "dataset",
+    instruction: str | None = None, source: str = "dataset",
 ):
     """Rows with ``prompt`` (system + user chat messages) and ``answer``, for the sampler and rewards.
+
+    The user message is the question, followed by ``instruction`` on a new line when given.
 
     Raises a ``ValueError`` naming ``source`` and the missing column, or the first empty question.
     """
@@ -48,7 +53,8 @@ def chat_prompts(
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"{source}: empty {question_column!r} in row {row!r}")
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        return {"prompt": messages + [{"role": "user", "content": question}], "answer": row[answer_column]}
+        user = f"{question}\n{instruction}" if instruction else question
+        return {"prompt": messages + [{"role": "user", "content": user}], "answer": row[answer_column]}
 
     if hasattr(rows, "map"):
         return rows.map(to_prompt, remove_columns=rows.column_names)

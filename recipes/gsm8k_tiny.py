@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RewardScorer, load_reward_fn
-from grpo_seq.data import GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
+from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
 from reward_fns import overlong_penalty
@@ -51,6 +51,9 @@ class GSM8KConfig(GRPOConfig):
     dataset_config: str = field(default="main", metadata={"help": "Hub dataset configuration."})
     dataset_split: str = field(default="train", metadata={"help": "Hub dataset split."})
     system_prompt: str = field(default=GSM8K_SYSTEM_PROMPT, metadata={"help": "System message ('' for none)."})
+    instruction: str = field(
+        default=GSM8K_INSTRUCTION, metadata={"help": "Appended to each question on a new line ('' for none)."}
+    )
     max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update)."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
@@ -133,7 +136,7 @@ def main(cfg: GSM8KConfig) -> dict:
     # Data: every row becomes a chat prompt (system + question) with its gold answer.
     rows = chat_prompts(
         load_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config),
-        system_prompt=cfg.system_prompt or None, source=f"--dataset {cfg.dataset}",
+        system_prompt=cfg.system_prompt or None, instruction=cfg.instruction or None, source=f"--dataset {cfg.dataset}",
     )
     scorer = RewardScorer(build_reward_fns(cfg), cfg.reward_weights)
 

@@ -14,7 +14,7 @@ it: it is a factory that needs ``max_length`` and ``buffer``, so a recipe builds
 from typing import Callable
 
 from ._text import completion_text
-from .gsm8k import correctness_reward, extract_answer, format_reward, normalize_number, overlong_penalty
+from .gsm8k import correctness_reward, extract_answer, format_reward, has_answer_line, normalize_number, overlong_penalty
 
 __all__ = [
     "REGISTRY",
@@ -22,6 +22,7 @@ __all__ = [
     "correctness_reward",
     "extract_answer",
     "format_reward",
+    "has_answer_line",
     "normalize_number",
     "overlong_penalty",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "correctness_reward",
     "extract_answer",
     "format_reward",
+    "has_answer_line",
     "normalize_number",
     "overlong_penalty",
 ]
@@ -129,24 +130,36 @@ def correctness_reward(
 
 
 def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
-    """How well the completion follows the answer format.
+    """How cleanly the completion ends with its answer.
 
-    - 1.0: some line is ``#### <number>`` (only whitespace around it on that line);
-    - 0.5: no such line, but a ``\\boxed{<number>}``;
-    - 0.0: neither.
+    - 1.0: the last non-empty line is ``#### <number>`` and it is the only ``####`` line;
+    - 0.5: a ``#### <number>`` line somewhere else, or several ``####`` lines, or no such line
+      but a ``\\boxed{<number>}``;
+    - 0.0: none of these.
 
-    ``<number>`` is anything :func:`normalize_number` accepts ("$1,234." counts).
+    Only a clean ending earns the full reward: a lenient check pays a model that repeats
+    ``#### n`` lines until it is cut off. ``<number>`` is anything :func:`normalize_number`
+    accepts ("$1,234." counts).
     """
     rewards = []
     for completion in completions:
         text = completion_text(completion)
-        if any(normalize_number(m) is not None for m in _HASH_LINE_RE.findall(text)):
+        hash_lines = _HASH_LINE_RE.findall(text)
+        numbered = [m for m in hash_lines if normalize_number(m) is not None]
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        last = _HASH_LINE_RE.fullmatch(lines[-1]) if lines else None
+        if len(hash_lines) == 1 and numbered and last is not None:
             rewards.append(1.0)
-        elif any(normalize_number(b) is not None for b in _boxed_contents(text)):
+        elif numbered or any(normalize_number(b) is not None for b in _boxed_contents(text)):
             rewards.append(0.5)
         else:
             rewards.append(0.0)
     return rewards
+
+
+def has_answer_line(completion: Any) -> bool:
+    """True when some line is ``#### <number>``: the lenient format check of evaluations."""
+    return any(normalize_number(m) is not None for m in _HASH_LINE_RE.findall(completion_text(completion)))
 
 
 def overlong_penalty(max_length: int, buffer: int) -> Callable[..., list[float]]:

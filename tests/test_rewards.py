@@ -16,6 +16,7 @@ from reward_fns import (
     correctness_reward,
     extract_answer,
     format_reward,
+    has_answer_line,
     normalize_number,
     overlong_penalty,
 )
@@ -117,8 +118,10 @@ def test_correctness_errors():
 
 def test_format_reward_values():
     completions = [
-        "work\n#### 42",  # 1.0
-        "work\n  #### $1,234.  \nbye",  # 1.0: the line holds only the number
+        "work\n#### 42",  # 1.0: the only #### line, and the last line
+        "work\n  #### $1,234.  \n\n",  # 1.0: the line holds only the number; blank lines after are fine
+        "work\n#### 42\nbye",  # 0.5: the answer line is not the last
+        "#### 41\n#### 42",  # 0.5: several #### lines (a model repeating them until cut off)
         "the #### 42 is inline",  # not line-anchored; no boxed -> 0.0
         "so \\boxed{42}",  # 0.5
         "#### forty-two\n\\boxed{42}",  # the #### line is not a number; boxed -> 0.5
@@ -126,7 +129,8 @@ def test_format_reward_values():
         "42",  # 0.0
         [{"role": "assistant", "content": "#### 7"}],  # 1.0
     ]
-    assert format_reward(prompts=None, completions=completions) == [1.0, 1.0, 0.0, 0.5, 0.5, 0.0, 0.0, 1.0]
+    assert format_reward(prompts=None, completions=completions) == [1.0, 1.0, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0, 0.0, 1.0]
+    assert [has_answer_line(c) for c in completions] == [True, True, True, True, False, False, False, False, False, True]
 
 
 def test_overlong_penalty_boundaries():
