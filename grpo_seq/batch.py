@@ -90,11 +90,10 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> "RolloutBatch":
         if self.tokens.device == torch.device(device):
             return self
-        return dataclasses.replace(
-            self,
-            **{
-                f.name: getattr(self, f.name).to(device)
-                for f in dataclasses.fields(self)
-                if isinstance(getattr(self, f.name), Tensor)
-            },
-        )
+        moved = {
+            f.name: getattr(self, f.name).to(device)
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), Tensor)
+        }
+        moved["extras"] = {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in self.extras.items()}
+        return dataclasses.replace(self, **moved)
