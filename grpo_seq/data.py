@@ -8,14 +8,16 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .models import prepare_tokenizer
+
 __all__ = ["GSM8K_SYSTEM_PROMPT", "GSM8K_INSTRUCTION", "load_rows", "chat_prompts", "greedy_completions"]
 
 GSM8K_SYSTEM_PROMPT = (
     "Solve the math problem. Show your steps briefly, then give the final answer on its own line "
     "as '#### <number>'."
 )
-# Repeated after the question: the 135M model follows an instruction there far more often
-# than one in the system message alone (format rate on 32 dev problems: 28% against 6-19%).
+# Repeated after the question: SmolLM2-135M follows an instruction there more often than one in
+# the system message alone (greedy, first 32 dev problems: 28% with a #### line against 19%).
 GSM8K_INSTRUCTION = "The last line must be '#### <number>'."
 
 
@@ -76,7 +78,7 @@ def greedy_completions(
     order = sorted(range(len(texts)), key=lambda i: -lengths[i])
     device = next(model.parameters()).device
     out: list[str] = [""] * len(texts)
-    tokenizer.padding_side = "left"
+    prepare_tokenizer(tokenizer)
     for s in tqdm(range(0, len(order), batch_size), desc="generating", unit="batch", disable=not progress):
         idx = order[s : s + batch_size]
         enc = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=special).to(device)

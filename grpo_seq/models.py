@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["DEFAULT_MODEL", "resolve_model", "load_model_and_tokenizer", "smollm2_wheel_gguf"]
+__all__ = ["DEFAULT_MODEL", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "smollm2_wheel_gguf", "count_parameters"]
 
 logger = logging.getLogger(__name__)
 

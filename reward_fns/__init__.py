@@ -17,14 +17,8 @@ from ._text import completion_text
 from .gsm8k import correctness_reward, extract_answer, format_reward, has_answer_line, normalize_number, overlong_penalty
 
 __all__ = [
-    "REGISTRY",
-    "completion_text",
-    "correctness_reward",
-    "extract_answer",
-    "format_reward",
-    "has_answer_line",
-    "normalize_number",
-    "overlong_penalty",
+    "REGISTRY", "completion_text", "correctness_reward", "extract_answer", "format_reward", "has_answer_line",
+    "normalize_number", "overlong_penalty",
 ]
 
 REGISTRY: dict[str, Callable] = {

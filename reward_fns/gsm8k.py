@@ -16,16 +16,6 @@ from typing import Any, Callable, Sequence
 
 from ._text import completion_text
 
-__all__ = [
-    "completion_text",
-    "correctness_reward",
-    "extract_answer",
-    "format_reward",
-    "has_answer_line",
-    "normalize_number",
-    "overlong_penalty",
-]
-
 # Commas only as thousands separators ("1,234,567"): "3,4" is a list, not 34.
 _INT = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
 _NUMBER_RE = re.compile(rf"[+-]?(?:{_INT}(?:\.\d+)?|\.\d+|\d+/\d+)")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from reward_fns import has_answer_line
 from tiny_lm import save_tiny_lm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +98,8 @@ def test_gsm8k_recipe_trains_saves_and_evaluates(tmp_path, tiny_model, user_pkg)
     answers = [json.loads(line) for line in (tmp_path / "eval" / "completions.jsonl").read_text().splitlines()]
     assert result["n"] == 4 == len(answers)
     assert result["accuracy"] == sum(a["correct"] for a in answers) / 4
-    assert 0.0 <= result["format_rate"] <= 1.0
+    assert result["format_rate"] == sum(has_answer_line(a["completion"]) for a in answers) / 4
+    assert result["clean_format_rate"] == sum(a["format_reward"] == 1.0 for a in answers) / 4
     assert [a["gold"] for a in answers] == ["7", "36", "1,250", "9"]
 
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ..batch import RolloutBatch
+from ..models import prepare_tokenizer
 
 __all__ = ["LMGroupSampler", "completion_mask"]
 
@@ -37,7 +38,7 @@ class LMGroupSampler:
     each takes its own disjoint share of every step's prompts.
 
     Args:
-        tokenizer: the policy's tokenizer (left padding is set here).
+        tokenizer: the policy's tokenizer (left padding and a pad token are set here).
         dataset: an indexable of rows (a ``datasets.Dataset`` or a list of dicts).
         num_groups: prompts per step on this process.
         group_size: G, completions per prompt.
@@ -87,12 +88,9 @@ class LMGroupSampler:
         self.process_index, self.num_processes = process_index, num_processes
         self.max_context_length = max_context_length
         self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        prepare_tokenizer(tokenizer)
         self.seed, self.epoch = seed, 0
         self._order: list[int] = []
-        self.prompts_seen = 0
 
     # -- prompt order -------------------------------------------------------------------------
 
@@ -104,7 +102,6 @@ class LMGroupSampler:
             self._order += rng.permutation(len(self.dataset)).tolist()
             self.epoch += 1
         step, self._order = self._order[:need], self._order[need:]
-        self.prompts_seen += need
         return step[self.process_index * self.num_groups : (self.process_index + 1) * self.num_groups]
 
     def render(self, prompt: str | list[dict[str, str]]) -> str:
@@ -115,8 +112,7 @@ class LMGroupSampler:
 
     @property
     def eos_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id}
-        return sorted(i for i in ids if i is not None)
+        return [self.tokenizer.eos_token_id]
 
     # -- sampling -----------------------------------------------------------------------------
 
