@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
 from pathlib import Path
@@ -86,7 +87,11 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
             raise ValueError(f"--model {model}: unreadable GGUF file {Path(source) / gguf}: {e}") from e
         raise
     if gguf:
-        plain = AutoModelForCausalLM.from_config(lm.config, dtype=_DTYPES[dtype])
+        # Without the GGUF quantization entry the copy (and any folder it is saved to) is a plain model.
+        config = copy.deepcopy(lm.config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        plain = AutoModelForCausalLM.from_config(config, dtype=_DTYPES[dtype])
         plain.load_state_dict(lm.state_dict())
         plain.generation_config = lm.generation_config
         lm = plain

@@ -55,6 +55,9 @@ class GSM8KConfig(GRPOConfig):
     instruction: str = field(
         default=GSM8K_INSTRUCTION, metadata={"help": "Appended to each question on a new line ('' for none)."}
     )
+    shuffle_prompts: bool = field(
+        default=True, metadata={"help": "Visit prompts in a seeded random order (False: dataset order)."}
+    )
     max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update)."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
     temperature: float = field(
@@ -165,7 +168,7 @@ def main(cfg: GSM8KConfig) -> dict:
     sampler = LMGroupSampler(
         tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length,
         temperature=cfg.temperature, top_p=cfg.top_p, generation_batch_size=cfg.generation_batch_size,
-        seed=cfg.seed, process_index=accelerator.process_index, num_processes=accelerator.num_processes,
+        seed=cfg.seed, shuffle=cfg.shuffle_prompts, process_index=accelerator.process_index, num_processes=accelerator.num_processes,
         max_context_length=getattr(model.config, "max_position_embeddings", None),
     )
     trainer = GRPOTrainer(cfg, policy, sampler, accelerator, score_fn=scorer)

@@ -99,6 +99,48 @@ def test_scores_match_the_sampling_distribution():
     torch.testing.assert_close(logp[mask], sampled[mask], atol=1e-5, rtol=0)
 
 
+def test_prompt_shared_scoring_equals_whole_sequences():
+    """Each distinct prompt run once, its G completions attending to it: same log-probs, same gradients."""
+    model, tok = make_tiny_lm()
+    shared, whole = CausalLMPolicy(model, tok), CausalLMPolicy(model, tok, share_prompt=False)
+    torch.manual_seed(2)
+    batch = make_sampler(tok, max_completion_length=8).sample(shared)  # 2 prompts of different lengths x 4
+    assert batch.extras["prompt_mask"].sum(-1).unique().numel() == 2  # so one of them is left-padded
+    batch.advantages = torch.randn(batch.batch_size, 1).expand_as(batch.mask).clone()
+
+    def logp_and_grads(policy, rows):
+        model.zero_grad()
+        sub = batch.select(rows)
+        logp, _ = policy(sub)
+        loss, _ = grpo_loss(logp, logp.detach(), sub.advantages, sub.mask, eps_low=0.2)
+        loss.backward()
+        return logp[sub.mask], [p.grad.clone() for p in model.parameters()]
+
+    calls = count_forwards(model)
+    # All 8 rows (2 prompt passes), and rows 2-6 (part of each group, shuffled order).
+    for rows in (torch.arange(8), torch.tensor([6, 2, 5, 3, 4])):
+        calls["grad"] = 0
+        logp_s, grads_s = logp_and_grads(shared, rows)
+        assert calls["grad"] == 2  # one pass over the distinct prompts, one over the completions
+        logp_w, grads_w = logp_and_grads(whole, rows)
+        torch.testing.assert_close(logp_s, logp_w, atol=1e-5, rtol=0)
+        for s_, w_ in zip(grads_s, grads_w):
+            torch.testing.assert_close(s_, w_, atol=1e-6, rtol=1e-4)
+
+
+def test_prompt_shared_generation_draws_the_same_samples():
+    model, tok = make_tiny_lm()
+    enc = tok(["hi", "a longer prompt"], return_tensors="pt", padding=True, add_special_tokens=False)
+    kw = dict(max_new_tokens=8, num_return_sequences=3, pad_token_id=PAD, eos_token_id=[EOS])
+    outs = []
+    for share in (True, False):
+        torch.manual_seed(0)
+        outs.append(CausalLMPolicy(model, tok, share_prompt=share).generate(
+            enc["input_ids"], enc["attention_mask"], do_sample=True, top_k=0, **kw))
+    assert outs[0].shape[0] == 6 and torch.equal(outs[0], outs[1])
+    assert len({tuple(r) for r in outs[0][:3, -8:].tolist()}) > 1  # G different samples of one prompt
+
+
 # -- the sampler --------------------------------------------------------------------------------
 
 

@@ -27,12 +27,16 @@ class CausalLMPolicy(nn.Module):
         model: a ``transformers`` causal LM, or a peft model wrapping one (LoRA): then the
             reference policy is this same model with its adapters disabled.
         tokenizer: saved beside the weights so a saved policy loads on its own.
+        share_prompt: run each distinct prompt of a batch once, its completions attending to
+            that one pass (same log-probs and gradients, less compute); False scores every row
+            as one whole sequence.
     """
 
-    def __init__(self, model: nn.Module, tokenizer=None):
+    def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
+        self.share_prompt = share_prompt
 
     @property
     def has_adapters(self) -> bool:
@@ -62,16 +66,11 @@ class CausalLMPolicy(nn.Module):
         t_eff = int(used[-1]) + 1 if len(used) else 1
         prompt, prompt_mask, tokens = prompt[:, p0:], prompt_mask[:, p0:], tokens[:, :t_eff]
 
-        input_ids = torch.cat([prompt, tokens], dim=1)
-        attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
-        # Left padding shifts positions; generate() counts them from the attention mask, so
-        # scoring must too or log-probs would not match sampling.
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        # Logits at position i predict token i + 1: the last t_eff + 1 positions, minus the last.
-        logits = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            logits_to_keep=t_eff + 1, use_cache=False,
-        ).logits[:, :-1]
+        share = self._shared_rows(batch.group, prompt)
+        if share is not None:
+            logits = self._prefix_shared_logits(prompt, prompt_mask, tokens, *share)
+        else:
+            logits = self._full_logits(prompt, prompt_mask, tokens)
         logp = token_logprobs(logits, tokens)
         entropy = None
         if with_entropy:
@@ -83,10 +82,88 @@ class CausalLMPolicy(nn.Module):
             entropy = nn.functional.pad(entropy, (0, pad)) if entropy is not None else None
         return logp, entropy
 
+    def _full_logits(self, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor) -> Tensor:
+        """Logits predicting each completion token, from one pass over prompt + completion."""
+        t_eff = tokens.shape[1]
+        input_ids = torch.cat([prompt, tokens], dim=1)
+        attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
+        # Left padding shifts positions; generate() counts them from the attention mask, so
+        # scoring must too or log-probs would not match sampling.
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        # Logits at position i predict token i + 1: the last t_eff + 1 positions, minus the last.
+        return self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            logits_to_keep=t_eff + 1, use_cache=False,
+        ).logits[:, :-1]
+
+    @property
+    def _checkpointing(self) -> bool:
+        for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # newer name first
+            if hasattr(type(self.model), name) or hasattr(getattr(self.model, "base_model", None), name):
+                return bool(getattr(self.model, name))
+        return False
+
+    def _shared_rows(self, group: Tensor | None, prompt: Tensor) -> tuple[Tensor, Tensor] | None:
+        """``(first, inverse)`` when rows repeat prompts: ``prompt[first]`` are the distinct
+        prompts and ``prompt[first][inverse] == prompt``; None when sharing would not pay or work."""
+        if not self.share_prompt or group is None or self._checkpointing:
+            return None  # checkpointed layers run without a cache, which the shared pass needs
+        ids, inverse = torch.unique(group, return_inverse=True)
+        if len(ids) == len(group):
+            return None
+        rows = torch.arange(len(group), device=group.device)
+        first = torch.full((len(ids),), len(group), device=group.device).scatter_reduce(0, inverse, rows, "amin")
+        if not torch.equal(prompt[first][inverse], prompt):
+            return None  # a group label that does not mean "same prompt": score rows apart
+        return first, inverse
+
+    def _prefix_shared_logits(self, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, first: Tensor,
+                              inverse: Tensor) -> Tensor:
+        """The same logits as :meth:`_full_logits`, with each distinct prompt run once.
+
+        The G completions of a prompt attend to one copy of its keys and values (gathered per
+        row, so gradients from every completion flow back into the one prompt pass): the
+        prompt's share of the forward and backward cost drops G-fold, the result is unchanged.
+        """
+        pm = prompt_mask.long()[first]
+        head = self.model(
+            input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True, logits_to_keep=1,
+        )
+        cache = head.past_key_values
+        cache.batch_select_indices(inverse)
+        t_eff = tokens.shape[1]
+        attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
+        position_ids = pm.sum(-1)[inverse, None] + torch.arange(t_eff, device=tokens.device)
+        tail = self.model(
+            input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
+            past_key_values=cache, use_cache=True, logits_to_keep=t_eff,
+        )
+        # The last prompt position predicts the first completion token.
+        return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
+
     @torch.no_grad()
-    def generate(self, input_ids: Tensor, attention_mask: Tensor, **generation_kwargs) -> Tensor:
-        """``model.generate`` (prompt followed by the new tokens)."""
-        return self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **generation_kwargs)
+    def generate(self, input_ids: Tensor, attention_mask: Tensor, num_return_sequences: int = 1,
+                 **generation_kwargs) -> Tensor:
+        """``model.generate`` (prompt followed by the new tokens), ``num_return_sequences`` per prompt.
+
+        With ``share_prompt``, each prompt but its last token is run once and its cache copied
+        to its ``num_return_sequences`` rows: the same samples, a G-th of the prompt's cost.
+        """
+        G = num_return_sequences
+        if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
+            head = attention_mask[:, :-1].long()
+            cache = self.model(
+                input_ids=input_ids[:, :-1], attention_mask=head, position_ids=(head.cumsum(-1) - 1).clamp(min=0),
+                use_cache=True, logits_to_keep=1,
+            ).past_key_values
+            cache.batch_repeat_interleave(G)
+            return self.model.generate(
+                input_ids=input_ids.repeat_interleave(G, 0), attention_mask=attention_mask.repeat_interleave(G, 0),
+                past_key_values=cache, **generation_kwargs,
+            )
+        return self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                   num_return_sequences=G, **generation_kwargs)
 
     def save_to(self, directory: str | Path, merged: bool = True) -> None:
         """``save_pretrained`` into ``directory`` (with the tokenizer).

