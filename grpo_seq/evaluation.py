@@ -35,10 +35,15 @@ class PolicyEvaluator:
             seed, self.seed = self.seed, self.seed + 1
         self.last_seed = seed
         obs, _ = self.envs.reset(seed=seed)
+        if hasattr(policy, "numpy_actor"):
+            act = policy.numpy_actor(greedy=True)
+        else:
+            def act(o: np.ndarray) -> np.ndarray:
+                return policy.act(torch.as_tensor(o, dtype=torch.float32), greedy=True).numpy()
         returns = np.zeros(self.num_episodes)
         alive = np.ones(self.num_episodes, dtype=bool)
         for _ in range(self.max_steps):
-            actions = policy.act(torch.as_tensor(obs, dtype=torch.float32), greedy=True).numpy()
+            actions = act(obs)
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
             returns += np.where(alive, reward, 0.0)
             alive &= ~(terminated | truncated)

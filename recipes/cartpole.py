@@ -18,6 +18,7 @@ Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/}.
 from __future__ import annotations
 
 import json
+import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,7 @@ def main() -> None:
         "seconds": seconds,
         "eval_seconds": eval_seconds,
         "num_processes": accelerator.num_processes,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # this process's peak
     }
     if main_proc:
         Path(args.output_dir, "summary.json").write_text(json.dumps(summary, indent=2))

@@ -72,3 +72,21 @@ def test_same_seed_same_rollouts_and_new_states_each_call():
 def test_non_discrete_env_is_refused_by_name():
     with pytest.raises(ValueError, match="Pendulum-v1: actions must be Discrete"):
         EnvGroupSampler("Pendulum-v1", 1, 2)
+
+
+def test_numpy_actor_matches_the_torch_policy():
+    """The rollout fast path: greedy actions equal the torch argmax; samples follow softmax(logits)."""
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(4, 3, (16, 16))
+    torch.nn.init.normal_(policy.net[-1].weight, std=1.0)  # a far-from-uniform policy, to test the sampling
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    greedy = policy.numpy_actor(greedy=True)(obs)
+    assert np.array_equal(greedy, policy.act(torch.from_numpy(obs), greedy=True).numpy())
+
+    one = np.repeat(obs[:1], 20_000, axis=0)
+    draws = policy.numpy_actor(np.random.default_rng(1))(one)
+    probs = torch.softmax(policy.logits(torch.from_numpy(obs[:1])), -1)[0].detach().numpy()
+    freq = np.bincount(draws, minlength=3) / len(draws)
+    np.testing.assert_allclose(freq, probs, atol=0.015)  # ~4 standard errors at n = 20,000
+    with pytest.raises(ValueError, match="rng"):
+        policy.numpy_actor()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -11,6 +14,7 @@ from ..objective import token_entropy, token_logprobs
 __all__ = ["CategoricalMLPPolicy"]
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+_NUMPY_ACTIVATIONS = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}
 
 
 class CategoricalMLPPolicy(nn.Module):
@@ -58,3 +62,29 @@ class CategoricalMLPPolicy(nn.Module):
         # Gumbel-max draws from softmax(logits) with one uniform per action, no normalising.
         u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
         return (logits - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+
+    def numpy_actor(self, rng: np.random.Generator | None = None, greedy: bool = False) -> Callable[[np.ndarray], np.ndarray]:
+        """Actions for a batch of observations from a numpy snapshot of the current weights.
+
+        A rollout calls the network once per env step on a few rows, where torch's per-call
+        overhead is several times the arithmetic; numpy's is a fraction of it. Samples are
+        Gumbel-max draws from ``rng`` (the same distribution as :meth:`act`); rebuild the actor
+        after every update, it does not follow the parameters.
+        """
+        if not greedy and rng is None:
+            raise ValueError("numpy_actor: sampling needs an rng (or greedy=True)")
+        layers = [(m.weight.detach().cpu().numpy().T.copy(), m.bias.detach().cpu().numpy().copy())
+                  for m in self.net if isinstance(m, nn.Linear)]
+        hidden, (w_out, b_out) = layers[:-1], layers[-1]
+        activation = _NUMPY_ACTIVATIONS[self.init_kwargs["activation"]]
+
+        def act(obs: np.ndarray) -> np.ndarray:
+            h = obs
+            for w, b in hidden:
+                h = activation(h @ w + b)
+            logits = h @ w_out + b_out
+            if not greedy:
+                logits = logits + rng.gumbel(size=logits.shape)
+            return logits.argmax(-1)
+
+        return act

@@ -71,6 +71,7 @@ class EnvGroupSampler:
         self.max_episode_steps = int(limit)
         self.rng = np.random.default_rng(seed)
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
+        self.action_rng = np.random.default_rng(int(self.rng.integers(2**63 - 1)))
         self.env_steps = 0
 
     def _reset(self) -> np.ndarray:
@@ -94,13 +95,18 @@ class EnvGroupSampler:
         mask_buf = np.zeros((T, n), dtype=bool)
         alive = np.ones(n, dtype=bool)
         obs = self._reset()
+        if hasattr(policy, "numpy_actor"):  # fast path: numpy weights for the per-step calls
+            act = policy.numpy_actor(self.action_rng)
+        else:
+            def act(o: np.ndarray) -> np.ndarray:
+                return policy.act(torch.from_numpy(o), generator=self.torch_gen).numpy()
         t = 0
         while t < T and alive.any():
             if not np.isfinite(obs).all():
                 raise ValueError(f"{self.env_id} returned a non-finite observation at step {t}: {obs[~np.isfinite(obs).all(1)][0]}")
             obs_buf[t] = obs
             mask_buf[t] = alive
-            actions = policy.act(torch.from_numpy(obs), generator=self.torch_gen).numpy()
+            actions = act(obs)
             act_buf[t] = actions
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
             rew_buf[t] = np.where(alive, reward, 0.0)

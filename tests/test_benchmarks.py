@@ -1,0 +1,87 @@
+"""Benchmarks run as a user runs them: a subprocess with tiny settings."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path):
+    pytest.importorskip("stable_baselines3", reason="the SB3 baseline needs the bench extra: pip install -e '.[bench]'")
+    pytest.importorskip("matplotlib", reason="the plot needs the bench extra: pip install -e '.[bench]'")
+    total, every = 3000, 1000
+    out = tmp_path / "b.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/cartpole_vs_sb3.py", "--seeds", "0", "--total_env_steps",
+                          str(total), "--eval_every", str(every), "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "| ours | 0 |" in res.stdout and "| sb3 | 0 |" in res.stdout
+    d = json.loads(out.read_text())
+    for key in ["command", "machine", "settings", "medians", "rows", "ratio_solve_seconds_median",
+                "ratio_solve_env_steps_median", "ratio_solve_seconds_per_seed", "ratio_solve_seconds_max"]:
+        assert key in d, key
+    assert "--seeds 0" in d["command"]
+    assert {"platform", "cpu_count", "torch", "gymnasium", "stable_baselines3", "date"} <= set(d["machine"])
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+    rows = {r["system"]: r for r in d["rows"]}
+    assert set(rows) == {"ours", "sb3"} and len(d["rows"]) == 2
+    for system, r in rows.items():
+        steps = [p["env_steps"] for p in r["curve"]]
+        assert steps == sorted(set(steps)), (system, steps)  # strictly increasing
+        # each evaluation follows the update that crossed the next multiple of eval_every
+        crossed = [s // every for s in [0] + steps]
+        assert all(b > a for a, b in zip(crossed, crossed[1:])), (system, steps)
+        assert steps[-1] == r["env_steps"] >= total
+        assert r["final_eval_return"] == r["curve"][-1]["return"]
+        assert all(b["seconds"] > a["seconds"] for a, b in zip(r["curve"], r["curve"][1:]))
+        assert 0.05 < r["peak_rss_gib"] < 8
+        first = next((p for p in r["curve"] if p["return"] >= 475), None)
+        assert r["solved"] == (first is not None)
+        assert r["solved_env_steps"] == (first["env_steps"] if first else None)
+    assert all(p["env_steps"] % 256 == 0 for p in rows["sb3"]["curve"])  # 8 envs x n_steps 32 per update
+
+    # One seed: the median ratio is the seed's ratio, with an unsolved run as inf (written as null).
+    ours, sb3 = (rows[s]["solved_env_steps"] or math.inf for s in ("ours", "sb3"))
+    ratio = d["ratio_solve_env_steps_median"]
+    if ratio is None:
+        assert math.isinf(ours)
+    else:
+        assert ratio == pytest.approx(ours / sb3)
+    assert d["medians"]["ours"]["solved_env_steps"] == rows["ours"]["solved_env_steps"]
+
+
+def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
+    pytest.importorskip("trl", reason="the TRL side needs the dev extra: pip install -e '.[dev]'")
+    from tiny_lm import save_tiny_lm
+
+    model = save_tiny_lm(tmp_path / "tiny")
+    out = tmp_path / "lm.json"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
+    steps, prompts, G = 3, 2, 2
+    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
+                          str(ROOT / "tests/data/arith.jsonl"), "--steps", str(steps), "--prompts_per_step", str(prompts),
+                          "--num_generations", str(G), "--max_completion_length", "6", "--precisions", "fp32",
+                          "--betas", "0.04", "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    (cell,) = d["cells"]
+    assert {r["system"] for r in cell["runs"]} == {"grpo-seq", "trl"}
+    for run in cell["runs"]:
+        # One figure per optimizer step; completion tokens bounded by the length limit.
+        assert len(run["step_seconds"]) == len(run["reward"]) == len(run["completion_tokens"]) == steps
+        assert all(0 < t <= prompts * G * 6 for t in run["completion_tokens"])
+        assert all(0.0 <= r <= 2.0 for r in run["reward"])  # correctness + format, each in [0, 1]
+        assert run["kl"][0] == pytest.approx(0.0, abs=1e-6)  # policy == reference before the first update
+        assert 0.1 < run["peak_rss_gib"] < 16
+    ours, trl = cell["grpo-seq"], cell["trl"]
+    assert cell["ratio_step_seconds_median"] == pytest.approx(ours["step_seconds_median"] / trl["step_seconds_median"])
+    assert cell["ratio_peak_rss"] == pytest.approx(ours["peak_rss_gib"] / trl["peak_rss_gib"])
