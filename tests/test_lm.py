@@ -141,6 +141,25 @@ def test_prompt_shared_generation_draws_the_same_samples():
     assert len({tuple(r) for r in outs[0][:3, -8:].tolist()}) > 1  # G different samples of one prompt
 
 
+def test_generation_under_autocast_uses_a_16bit_copy_that_follows_updates():
+    model, tok = make_tiny_lm()
+    policy = CausalLMPolicy(model, tok)
+    enc = tok(["hi"], return_tensors="pt", add_special_tokens=False)
+    kw = dict(max_new_tokens=3, num_return_sequences=2, do_sample=True, pad_token_id=PAD, eos_token_id=[EOS])
+    policy.generate(enc["input_ids"], enc["attention_mask"], **kw)
+    assert policy._cast is None  # no autocast: the fp32 model itself samples
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        policy.generate(enc["input_ids"], enc["attention_mask"], **kw)
+        cast = policy._cast[0]
+        assert {p.dtype for p in cast.parameters()} == {torch.bfloat16}
+        with torch.no_grad():
+            model.model.layers[0].mlp.up_proj.weight.add_(1.0)  # an optimizer step, in place
+        policy.generate(enc["input_ids"], enc["attention_mask"], **kw)
+    assert policy._cast[0] is cast  # refreshed in place, not rebuilt
+    for c, p in zip(cast.parameters(), model.parameters()):
+        assert torch.equal(c, p.detach().to(torch.bfloat16))
+
+
 # -- the sampler --------------------------------------------------------------------------------
 
 

@@ -30,13 +30,19 @@ class CausalLMPolicy(nn.Module):
         share_prompt: run each distinct prompt of a batch once, its completions attending to
             that one pass (same log-probs and gradients, less compute); False scores every row
             as one whole sequence.
+        cast_for_generation: under autocast to a 16-bit dtype, generate from a copy of the
+            weights in that dtype, cast again only after the parameters change. Autocast
+            would re-cast every weight at every decoding step, which costs as much as the
+            16-bit arithmetic saves; the matrix products see the same 16-bit weights either way.
     """
 
-    def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True):
+    def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True, cast_for_generation: bool = True):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
         self.share_prompt = share_prompt
+        self.cast_for_generation = cast_for_generation
+        self._cast: tuple[nn.Module, torch.dtype, int] | None = None  # (copy, its dtype, parameters' version)
 
     @property
     def has_adapters(self) -> bool:
@@ -142,6 +148,26 @@ class CausalLMPolicy(nn.Module):
         # The last prompt position predicts the first completion token.
         return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
 
+    def _generation_model(self) -> nn.Module:
+        """The model to sample from: itself, or under 16-bit autocast its cached 16-bit copy."""
+        device = next(self.model.parameters()).device
+        if not (self.cast_for_generation and torch.is_autocast_enabled(device.type)):
+            return self.model
+        dtype = torch.get_autocast_dtype(device.type)
+        if dtype not in (torch.bfloat16, torch.float16):
+            return self.model
+        params = list(self.model.parameters())
+        version = sum(p._version for p in params)  # bumped by every in-place update (optimizer steps)
+        if self._cast is None or self._cast[1] != dtype:
+            self._cast = (copy.deepcopy(self.model).to(dtype).requires_grad_(False).eval(), dtype, -1)
+        cast, _, seen = self._cast
+        if seen != version:
+            with torch.no_grad():
+                for c, p in zip(cast.parameters(), params):
+                    c.copy_(p)
+            self._cast = (cast, dtype, version)
+        return cast
+
     @torch.no_grad()
     def generate(self, input_ids: Tensor, attention_mask: Tensor, num_return_sequences: int = 1,
                  **generation_kwargs) -> Tensor:
@@ -150,20 +176,21 @@ class CausalLMPolicy(nn.Module):
         With ``share_prompt``, each prompt but its last token is run once and its cache copied
         to its ``num_return_sequences`` rows: the same samples, a G-th of the prompt's cost.
         """
+        model = self._generation_model()
         G = num_return_sequences
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
-            cache = self.model(
+            cache = model(
                 input_ids=input_ids[:, :-1], attention_mask=head, position_ids=(head.cumsum(-1) - 1).clamp(min=0),
                 use_cache=True, logits_to_keep=1,
             ).past_key_values
             cache.batch_repeat_interleave(G)
-            return self.model.generate(
+            return model.generate(
                 input_ids=input_ids.repeat_interleave(G, 0), attention_mask=attention_mask.repeat_interleave(G, 0),
                 past_key_values=cache, **generation_kwargs,
             )
-        return self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                   num_return_sequences=G, **generation_kwargs)
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, num_return_sequences=G,
+                              **generation_kwargs)
 
     def save_to(self, directory: str | Path, merged: bool = True) -> None:
         """``save_pretrained`` into ``directory`` (with the tokenizer).
