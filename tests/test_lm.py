@@ -198,6 +198,13 @@ def test_sampler_shares_prompts_out_across_processes_and_epochs():
     assert sorted(again) == list(range(6)) and a.epoch == 2
 
 
+def test_sampler_without_shuffling_visits_prompts_in_dataset_order():
+    _, tok = make_tiny_lm()
+    a = make_sampler(tok, chat_rows(5), num_groups=2, shuffle=False)
+    # Steps of 2 over 5 prompts: in file order, the next epoch starting over after the last.
+    assert [a._next_indices() for _ in range(3)] == [[0, 1], [2, 3], [4, 0]]
+
+
 def test_sampler_names_the_bad_input():
     _, tok = make_tiny_lm()
     with pytest.raises(ValueError, match="no 'prompt' column"):
