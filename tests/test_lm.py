@@ -152,8 +152,9 @@ def test_generation_under_autocast_uses_a_16bit_copy_that_follows_updates():
         policy.generate(enc["input_ids"], enc["attention_mask"], **kw)
         cast = policy._cast[0]
         assert {p.dtype for p in cast.parameters()} == {torch.bfloat16}
-        with torch.no_grad():
-            model.model.layers[0].mlp.up_proj.weight.add_(1.0)  # an optimizer step, in place
+        # A fused AdamW step, as the trainer takes one (in place, by a kernel that bumps no version counter).
+        model.model.layers[0].mlp.up_proj.weight.grad = torch.ones_like(model.model.layers[0].mlp.up_proj.weight)
+        torch.optim.AdamW([model.model.layers[0].mlp.up_proj.weight], lr=0.5, fused=True).step()
         policy.generate(enc["input_ids"], enc["attention_mask"], **kw)
     assert policy._cast[0] is cast  # refreshed in place, not rebuilt
     for c, p in zip(cast.parameters(), model.parameters()):

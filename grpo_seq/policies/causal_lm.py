@@ -42,7 +42,7 @@ class CausalLMPolicy(nn.Module):
         self.tokenizer = tokenizer
         self.share_prompt = share_prompt
         self.cast_for_generation = cast_for_generation
-        self._cast: tuple[nn.Module, torch.dtype, int] | None = None  # (copy, its dtype, parameters' version)
+        self._cast: tuple[nn.Module, torch.dtype] | None = None  # (16-bit copy, its dtype)
 
     @property
     def has_adapters(self) -> bool:
@@ -149,23 +149,21 @@ class CausalLMPolicy(nn.Module):
         return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
 
     def _generation_model(self) -> nn.Module:
-        """The model to sample from: itself, or under 16-bit autocast its cached 16-bit copy."""
+        """The model to sample from: itself, or under 16-bit autocast its 16-bit copy, re-cast
+        from the current weights at every call (~0.1 s for 135M parameters; tensor version
+        counters would miss updates made by fused optimizer kernels)."""
         device = next(self.model.parameters()).device
         if not (self.cast_for_generation and torch.is_autocast_enabled(device.type)):
             return self.model
         dtype = torch.get_autocast_dtype(device.type)
         if dtype not in (torch.bfloat16, torch.float16):
             return self.model
-        params = list(self.model.parameters())
-        version = sum(p._version for p in params)  # bumped by every in-place update (optimizer steps)
         if self._cast is None or self._cast[1] != dtype:
-            self._cast = (copy.deepcopy(self.model).to(dtype).requires_grad_(False).eval(), dtype, -1)
-        cast, _, seen = self._cast
-        if seen != version:
-            with torch.no_grad():
-                for c, p in zip(cast.parameters(), params):
-                    c.copy_(p)
-            self._cast = (cast, dtype, version)
+            self._cast = (copy.deepcopy(self.model).to(dtype).requires_grad_(False).eval(), dtype)
+        cast = self._cast[0]
+        with torch.no_grad():
+            for c, p in zip(cast.parameters(), self.model.parameters()):
+                c.copy_(p)
         return cast
 
     @torch.no_grad()
