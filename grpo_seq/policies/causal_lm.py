@@ -31,7 +31,7 @@ class CausalLMPolicy(nn.Module):
             that one pass (same log-probs and gradients, less compute); False scores every row
             as one whole sequence.
         cast_for_generation: under autocast to a 16-bit dtype, generate from a copy of the
-            weights in that dtype, cast again only after the parameters change. Autocast
+            weights in that dtype, re-cast once per generate call. Autocast
             would re-cast every weight at every decoding step, which costs as much as the
             16-bit arithmetic saves; the matrix products see the same 16-bit weights either way.
     """
