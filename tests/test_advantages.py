@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_seq.advantages import outcome_advantages, process_advantages, stepwise_return_advantages
+from grpo_seq.advantages import discounted_returns, outcome_advantages, process_advantages, stepwise_return_advantages
 
 
 def test_outcome_advantages_hand_computed():
@@ -85,6 +85,21 @@ def test_stepwise_discounted_returns():
     a = stepwise_return_advantages(r, m, gamma=0.5)
     s = math.sqrt(0.125)
     torch.testing.assert_close(a, torch.tensor([[[0.25 / s, 0.0], [-0.25 / s, 0.0]]]))
+
+
+def test_discounted_returns_hand_computed():
+    # gamma = 0.5, rewards [1, 2, 4]: R_2 = 4; R_1 = 2 + .5 * 4 = 4; R_0 = 1 + .5 * 4 = 3
+    r = torch.tensor([[1.0, 2.0, 4.0]])
+    torch.testing.assert_close(discounted_returns(r, 0.5), torch.tensor([[3.0, 4.0, 4.0]]))
+
+
+def test_discounted_returns_long_horizon_takes_the_loop():
+    # 0.5^2000 underflows float64, so the closed form would divide by 0; the loop takes over.
+    # Ones for T steps: R_t = (1 - .5^(T - t)) / (1 - .5), so R_{T-1} = 1, R_{T-2} = 1.5, R_0 = 2 (to float32).
+    r = torch.ones(1, 2000)
+    R = discounted_returns(r, 0.5)
+    assert torch.isfinite(R).all()
+    torch.testing.assert_close(R[0, [-1, -2, 0]], torch.tensor([1.0, 1.5, 2.0]))
 
 
 def test_stepwise_equal_members_give_zero():
