@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..batch import RolloutBatch
+from ..generation import sample_tokens, unsupported_reason
 from ..objective import token_entropy, token_logprobs
 
 __all__ = ["CausalLMPolicy"]
@@ -34,14 +35,19 @@ class CausalLMPolicy(nn.Module):
             weights in that dtype, re-cast once per generate call. Autocast
             would re-cast every weight at every decoding step, which costs as much as the
             16-bit arithmetic saves; the matrix products see the same 16-bit weights either way.
+        fast_generation: sample with :func:`grpo_seq.generation.sample_tokens` (in-place KV
+            cache, one prefill per prompt, a lean decoding loop) where it supports the model and
+            options, else with ``model.generate``; False always uses ``model.generate``.
     """
 
-    def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True, cast_for_generation: bool = True):
+    def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True, cast_for_generation: bool = True,
+                 fast_generation: bool = True):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
         self.share_prompt = share_prompt
         self.cast_for_generation = cast_for_generation
+        self.fast_generation = fast_generation
         self._cast: tuple[nn.Module, torch.dtype] | None = None  # (16-bit copy, its dtype)
 
     @property
@@ -171,11 +177,19 @@ class CausalLMPolicy(nn.Module):
                  **generation_kwargs) -> Tensor:
         """``model.generate`` (prompt followed by the new tokens), ``num_return_sequences`` per prompt.
 
-        With ``share_prompt``, each prompt but its last token is run once and its cache copied
-        to its ``num_return_sequences`` rows: the same samples, a G-th of the prompt's cost.
+        With ``fast_generation`` (the default) this is :func:`grpo_seq.generation.sample_tokens`
+        where it supports the model and options (see ``unsupported_reason``); it always runs
+        each prompt once. Otherwise ``model.generate``: with ``share_prompt``, each prompt but
+        its last token is run once and its cache copied to its ``num_return_sequences`` rows:
+        the same samples, a G-th of the prompt's cost.
         """
         model = self._generation_model()
         G = num_return_sequences
+        # Checkpointed layers in training mode drop the cache, which the fast loop relies on;
+        # a row with an empty prompt has no last token to start from.
+        if (self.fast_generation and not (self._checkpointing and model.training)
+                and bool(attention_mask.any(-1).all()) and unsupported_reason(model, generation_kwargs) is None):
+            return sample_tokens(model, input_ids, attention_mask, num_return_sequences=G, **generation_kwargs)
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
             cache = model(
