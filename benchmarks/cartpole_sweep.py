@@ -84,8 +84,8 @@ def main() -> None:
         print(f"SUMMARY {json.dumps(overrides)}: solved {summary['solved']}/{len(rows)}, median "
               f"{summary['median_env_steps']:.0f} env steps, max {summary['max_env_steps']:.0f}, "
               f"{summary['runs_staying_solved']} stayed >= 475 for {a.after} evaluations", flush=True)
-    if a.out:
-        a.out.write_text(json.dumps(results, indent=2, default=lambda v: None))
+        if a.out:  # after every config, so a long sweep cut short keeps what it measured
+            a.out.write_text(json.dumps(results, indent=2, default=lambda v: None))
 
 
 if __name__ == "__main__":
