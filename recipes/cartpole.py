@@ -12,11 +12,12 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
   rewards over the whole group and is identically 0 here (every step pays 1); outcome
   supervision (`--advantage outcome`) learns as fast on the median, with twice the spread
   across seeds (README, "Choosing the defaults").
-- One group of G = 4 episodes per update, and the loss averaged over tokens (`bnpo`), not
+- One group of G = 2 episodes per update, and the loss averaged over tokens (`bnpo`), not
   over episodes. Adam moves about the same distance per update whatever the batch, so many
-  small updates learn in fewer env steps than a few large ones (median 9k env steps to solve
-  against 26k with 4 groups per update); a token mean lets a 300-step episode weigh 300 times
-  a 1-step one.
+  small updates learn in fewer env steps than a few large ones (median over 16 seeds: 7.5k
+  env steps to solve, against 9.1k with G = 4 and 26k with 4 groups of 4 per update); a token
+  mean lets a 300-step episode weigh 300 times a 1-step one. With G = 2 the step-wise
+  advantage is +-1/sqrt(2): which of the pair does better from that step on.
 Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/}.
 """
 
@@ -59,7 +60,9 @@ class CartPoleConfig(GRPOConfig):
                   "gains. Also what makes `accelerate launch --multi_gpu` start real processes on a CPU-only machine."},
     )
     # Defaults tuned for CartPole (see README "Choosing the defaults"); GRPOConfig's stay the paper's.
-    num_generations: int = field(default=4, metadata={"help": "G: episodes per shared start state."})
+    num_generations: int = field(
+        default=2, metadata={"help": "G: episodes per shared start state (2: the fewest env steps to solve, README)."}
+    )
     num_groups: int = field(
         default=1, metadata={"help": "Start states per step on each process: one group of G episodes per update "
                              "learns in the fewest env steps (README)."}
