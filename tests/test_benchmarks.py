@@ -85,3 +85,24 @@ def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
     ours, trl = cell["grpo-seq"], cell["trl"]
     assert cell["ratio_step_seconds_median"] == pytest.approx(ours["step_seconds_median"] / trl["step_seconds_median"])
     assert cell["ratio_peak_rss"] == pytest.approx(ours["peak_rss_gib"] / trl["peak_rss_gib"])
+
+
+def test_cartpole_sweep_summaries_match_their_runs(tmp_path):
+    # Two configs, two seeds, a tiny budget: whatever is solved, each summary must be its rows'.
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/cartpole_sweep.py", "--seeds", "0", "1", "--cap", "3000",
+                          "--after", "1", "--configs", "{}", '{"num_generations": 4}', "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert [r["config"] for r in results] == [{}, {"num_generations": 4}]
+    for r in results:
+        assert [row["seed"] for row in r["rows"]] == [0, 1]
+        steps = [row["solved_env_steps"] or math.inf for row in r["rows"]]
+        assert r["solved"] == sum(s < math.inf for s in steps)
+        assert r["median_env_steps"] == (steps[0] + steps[1]) / 2 and r["max_env_steps"] == max(steps)
+        for row in r["rows"]:
+            # --after 1: a solved run stops after one more evaluation (or at the cap); an unsolved one has none
+            assert len(row["later_evals"]) <= (1 if row["solved_env_steps"] else 0)
+    assert res.stdout.count("SUMMARY") == 2

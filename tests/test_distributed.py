@@ -41,7 +41,7 @@ def test_parameters_identical_across_ranks_after_updates(tmp_path):
 
 def test_cartpole_recipe_on_two_processes(tmp_path):
     res = launch(["recipes/cartpole.py", "--total_env_steps", "4000", "--eval_every", "2000",
-                  "--num_groups", "2", "--output_dir", str(tmp_path)], tmp_path)
+                  "--num_groups", "2", "--num_generations", "4", "--output_dir", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["num_processes"] == 2
