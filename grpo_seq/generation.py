@@ -6,7 +6,7 @@ stack of logits processors, stopping criteria and cache bookkeeping runs in Pyth
 forward. :func:`sample_tokens` keeps only what sampling needs:
 
 * keys and values are written in place into buffers sized for prompt + completion
-  (:class:`PreallocatedCache`); attention reads the filled prefix, never the empty tail;
+  (:func:`preallocated_cache`); attention reads the filled prefix, never the empty tail;
 * each distinct prompt is prefilled once and its cache copied to its G rows;
 * one forward per token on the last token only (``logits_to_keep=1``), explicit positions,
   and an attention mask built once and sliced per step;
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["PreallocatedCache", "LlamaDecodeStep", "sample_tokens", "process_logits", "unsupported_reason", "SUPPORTED_KWARGS"]
+__all__ = ["preallocated_cache", "LlamaDecodeStep", "sample_tokens", "process_logits", "unsupported_reason", "SUPPORTED_KWARGS"]
 
 # generate() keyword arguments this loop implements; any other one (beams, penalties, custom
 # logits processors or stopping criteria, streamers, ...) sends the call to model.generate.
@@ -34,40 +34,18 @@ SUPPORTED_KWARGS = frozenset({
 })
 
 
-def _layer_classes():
-    from transformers.cache_utils import DynamicLayer
-
-    return DynamicLayer
-
-
-class PreallocatedCache:
-    """Builds a ``transformers`` cache whose layers write keys and values in place.
+def preallocated_cache(num_layers: int, capacity: int) -> Any:
+    """A ``transformers`` cache whose layers write keys and values in place.
 
     Each layer owns ``(B, heads, capacity, head_dim)`` buffers; ``update`` copies the new
     states at the fill position and returns views of the filled prefix, so no step reallocates
     or concatenates the history. (``transformers``' static cache also preallocates, but attends
     over the whole capacity at every step, which is slower here.)
     """
+    from transformers.cache_utils import Cache
 
-    @staticmethod
-    def create(num_layers: int) -> Any:
-        """An empty cache of ``num_layers`` layers; buffers are sized by :meth:`reserve`."""
-        from transformers.cache_utils import Cache
-
-        layer_cls = _inplace_layer_class()
-        return Cache(layers=[layer_cls() for _ in range(num_layers)])
-
-    @staticmethod
-    def reserve(cache: Any, capacity: int) -> None:
-        """Give every layer room for ``capacity`` positions (before the first update)."""
-        for layer in cache.layers:
-            layer.capacity = capacity
-
-    @staticmethod
-    def repeat_rows(cache: Any, repeats: int) -> None:
-        """Each row copied ``repeats`` times in place of itself (one prompt's cache for its G rows)."""
-        for layer in cache.layers:
-            layer.repeat_rows(repeats)
+    layer_cls = _inplace_layer_class()
+    return Cache(layers=[layer_cls(capacity) for _ in range(num_layers)])
 
 
 _INPLACE_LAYER = None
@@ -78,15 +56,15 @@ def _inplace_layer_class():
     global _INPLACE_LAYER
     if _INPLACE_LAYER is not None:
         return _INPLACE_LAYER
-    DynamicLayer = _layer_classes()
+    from transformers.cache_utils import DynamicLayer
 
     class InPlaceLayer(DynamicLayer):
         """A ``DynamicLayer`` (so ``transformers`` treats it as a full-attention layer) whose
         keys and values live in preallocated buffers; ``keys``/``values`` are the filled views."""
 
-        def __init__(self) -> None:
+        def __init__(self, capacity: int) -> None:
             super().__init__()
-            self.capacity = 0
+            self.capacity = capacity
             self.length = 0
             self.key_buf: Tensor | None = None
             self.value_buf: Tensor | None = None
@@ -105,7 +83,7 @@ def _inplace_layer_class():
                 self.lazy_initialization(key_states, value_states)
             start, end = self.length, self.length + key_states.shape[-2]
             if end > self.key_buf.shape[-2]:
-                raise RuntimeError(f"PreallocatedCache: {end} positions exceed the reserved {self.key_buf.shape[-2]}")
+                raise RuntimeError(f"preallocated_cache: {end} positions exceed the reserved {self.key_buf.shape[-2]}")
             self.key_buf[:, :, start:end].copy_(key_states)
             self.value_buf[:, :, start:end].copy_(value_states)
             self.length = end
@@ -125,12 +103,9 @@ def _inplace_layer_class():
             self.key_buf, self.value_buf = key_buf, value_buf
             self.keys, self.values = key_buf[:, :, : self.length], value_buf[:, :, : self.length]
 
-        def repeat_rows(self, repeats: int) -> None:
+        def batch_repeat_interleave(self, repeats: int) -> None:
             if self.is_initialized:
                 self._rebuffer(self.key_buf.repeat_interleave(repeats, 0), self.value_buf.repeat_interleave(repeats, 0))
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            self.repeat_rows(repeats)
 
         def batch_select_indices(self, indices: Tensor) -> None:
             if self.is_initialized:
@@ -435,15 +410,14 @@ def sample_tokens(
 
     # Prefill each distinct prompt once, into buffers with room for the whole completion.
     num_layers = decoder.config.get_text_config(decoder=True).num_hidden_layers
-    cache = PreallocatedCache.create(num_layers)
-    PreallocatedCache.reserve(cache, total)
+    cache = preallocated_cache(num_layers, total)
     out = decoder(
         input_ids=input_ids, attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
         past_key_values=cache, use_cache=True, logits_to_keep=1,
     )
     logits = out.logits[:, -1]
     if G > 1:
-        PreallocatedCache.repeat_rows(cache, G)
+        cache.batch_repeat_interleave(G)
         logits = logits.repeat_interleave(G, 0)
 
     # Masks over prompt + completion, built once and sliced per step. Without prompt padding no
