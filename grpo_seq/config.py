@@ -85,7 +85,17 @@ class GRPOConfig:
     gamma: float = field(default=1.0, metadata={"help": "Discount inside returns-to-go (advantage=stepwise only)."})
     seed: int = field(default=0, metadata={"help": "Seed of every RNG (python, numpy, torch, the samplers)."})
     output_dir: str | None = field(
-        default=None, metadata={"help": "Run folder for metrics.jsonl, config.json and the saved policy."}
+        default=None, metadata={"help": "Run folder for metrics.jsonl, config.json, checkpoints and the saved policy."}
+    )
+    save_steps: int = field(
+        default=0,
+        metadata={"help": "Write a checkpoint every this many steps (0: only at the end, and on SIGTERM or SIGINT)."},
+    )
+    save_total_limit: int = field(default=2, metadata={"help": "Keep the newest this many checkpoints (0: all)."})
+    resume_from: str | None = field(
+        default=None,
+        metadata={"help": "Resume from a checkpoint folder, or from a run folder (its newest complete checkpoint; "
+                  "a damaged one is refused and the one before it used)."},
     )
 
     def __post_init__(self) -> None:
@@ -128,6 +138,10 @@ class GRPOConfig:
             fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
         if not 0 < self.gamma <= 1:
             fail("gamma", "must be in (0, 1]")
+        if self.save_steps < 0:
+            fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
+        if self.save_total_limit < 0:
+            fail("save_total_limit", "must be >= 0 (0: keep every checkpoint)")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -13,7 +13,7 @@ from torch import nn
 
 from .policies import CategoricalMLPPolicy
 
-__all__ = ["save_policy", "load_policy", "atomic_dir", "atomic_write_text"]
+__all__ = ["save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_write_text"]
 
 WEIGHTS_NAME = "model.safetensors"
 POLICY_CONFIG_NAME = "policy.json"
@@ -32,6 +32,9 @@ class atomic_dir:
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -100,3 +103,19 @@ def load_policy(directory: str | os.PathLike) -> nn.Module:
     policy = _POLICY_CLASSES[cfg["class"]](**cfg["kwargs"])
     policy.load_state_dict(load_file(str(weights_path)))
     return policy.eval()
+
+
+def load_policy_weights(policy: nn.Module, directory: str | os.PathLike) -> None:
+    """Load weights written by :func:`save_policy` into an existing ``policy`` of the same shape
+    (resuming a checkpoint); a policy with a ``load_from`` method (a causal LM) reads its own files."""
+    directory = Path(directory)
+    if hasattr(policy, "load_from"):
+        policy.load_from(directory)
+        return
+    weights_path = directory / WEIGHTS_NAME
+    if not weights_path.is_file():
+        raise FileNotFoundError(f"{weights_path} not found: is {directory} a folder written by save_policy?")
+    try:
+        policy.load_state_dict(load_file(str(weights_path)))
+    except RuntimeError as e:
+        raise ValueError(f"{weights_path} does not fit this {type(policy).__name__} (another architecture?): {e}") from None

@@ -10,25 +10,31 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
+import pickle
 import resource
+import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, set_seed
 from torch import Tensor, nn
 
+from . import checkpoint as ckpt
 from .advantages import broadcast_outcome, outcome_advantages, process_advantages, stepwise_return_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .sampling.base import GroupSampler
-from .serialization import save_policy
+from .serialization import atomic_write_text, load_policy_weights, save_policy
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
+
+logger = logging.getLogger(__name__)
 
 ScoreFn = Callable[[RolloutBatch], RolloutBatch]
 
@@ -116,6 +122,7 @@ class GRPOTrainer:
         self.step_count = 0
         self.env_steps = 0
         self.last_batch: RolloutBatch | None = None
+        self.resumed_from: Path | None = None
         self.output_dir = Path(config.output_dir) if config.output_dir else None
         self.logger = None
         if self.output_dir is not None and self.accelerator.is_main_process:
@@ -156,6 +163,13 @@ class GRPOTrainer:
         self.model.eval()
         with acc.autocast():
             batch = self.sampler.sample(self.policy)
+        expected = (cfg.num_groups * cfg.num_generations, cfg.num_generations)
+        if (batch.batch_size, batch.group_size) != expected:
+            raise ValueError(
+                f"{type(self.sampler).__name__}.sample returned {batch.batch_size} outputs in groups of "
+                f"{batch.group_size}; GRPOConfig asks for num_groups={cfg.num_groups} x num_generations="
+                f"{cfg.num_generations} = {expected[0]} outputs in groups of {expected[1]}"
+            )
         if self.score_fn is not None:
             batch = self.score_fn(batch)
         batch = batch.to(acc.device)
@@ -283,6 +297,100 @@ class GRPOTrainer:
         if self.accelerator.is_main_process:
             save_policy(self.policy, directory, **kwargs)
         return directory
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def save_checkpoint(self, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> Path:
+        """Write ``<output_dir>/checkpoints/step_XXXXXXXX/`` atomically (see :mod:`grpo_seq.checkpoint`)
+        and keep the newest ``save_total_limit``. ``extra``: the caller's own JSON-able state
+        (a recipe's evaluation schedule, ...), returned by :meth:`resume`. Call it on every process."""
+        if self.output_dir is None:
+            raise ValueError("GRPOTrainer.save_checkpoint needs GRPOConfig.output_dir")
+        acc = self.accelerator
+        target = ckpt.checkpoint_dir(self.output_dir, self.step_count)
+        tmp = target.with_name(f".{target.name}.tmp")
+        if acc.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed while writing
+            tmp.mkdir(parents=True)
+        acc.wait_for_everyone()
+        ckpt.write_json(tmp / f"rng_state_{acc.process_index}.json", {
+            "global": ckpt.rng_state(), "shuffle": ckpt.generator_state(self.shuffle_gen),
+            "sampler": self.sampler.state_dict() if hasattr(self.sampler, "state_dict") else None,
+        })
+        if acc.is_main_process:
+            save_policy(self.policy, tmp / "policy", merged=False)
+            if self.ref_policy is not None and self.config.ref_sync_steps:  # otherwise it is the initial policy
+                from safetensors.torch import save_model
+
+                save_model(self.ref_policy, str(tmp / "ref_policy.safetensors"))
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+            ckpt.write_json(tmp / "trainer_state.json", {
+                "step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
+                "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {}),
+            })
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            ckpt.finalize(tmp, target, self.step_count)
+            ckpt.rotate_checkpoints(self.output_dir, self.config.save_total_limit)
+        acc.wait_for_everyone()
+        return target
+
+    def maybe_save_checkpoint(self, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> Path | None:
+        """:meth:`save_checkpoint` when the step count is a multiple of ``save_steps``."""
+        every = self.config.save_steps
+        if every and self.output_dir is not None and self.step_count % every == 0:
+            return self.save_checkpoint(extra)
+        return None
+
+    def resume(self, path: str | Path) -> dict[str, Any]:
+        """Restore a checkpoint (a checkpoint folder, or a run folder's newest complete one):
+        weights, optimizer, counters, every RNG and the sampler's position, so the run goes on
+        exactly as if it had never stopped. Rows of metrics.jsonl logged after the checkpoint
+        are dropped (they will be logged again). Returns the ``extra`` state saved with it."""
+        acc = self.accelerator
+        folder = ckpt.resolve_checkpoint(path)
+        state = ckpt.read_json(folder / "trainer_state.json")
+        load_policy_weights(self.policy, folder / "policy")
+        ref_file = folder / "ref_policy.safetensors"
+        if self.ref_policy is not None and ref_file.exists():
+            from safetensors.torch import load_model
+
+            load_model(self.ref_policy, str(ref_file))
+        try:
+            optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise ckpt.CheckpointError(
+                f"checkpoint {folder}: optimizer.pt holds objects other than tensors and numbers, refused "
+                f"(only weights_only loading is allowed): {e}"
+            ) from None
+        try:
+            self.optimizer.load_state_dict(optimizer_state)
+        except (ValueError, KeyError) as e:
+            raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
+        self.step_count, self.env_steps = int(state["step"]), int(state["env_steps"])
+        rng_file = folder / f"rng_state_{acc.process_index}.json"
+        if rng_file.exists():
+            rng = ckpt.read_json(rng_file)
+            ckpt.set_rng_state(rng["global"])
+            ckpt.set_generator_state(self.shuffle_gen, rng["shuffle"])
+            if rng.get("sampler") is not None and hasattr(self.sampler, "load_state_dict"):
+                self.sampler.load_state_dict(rng["sampler"])
+        else:
+            logger.warning(
+                "%s has no RNG state for process %d (it was written by %d processes): this process starts fresh "
+                "random streams, so the run will not repeat the uninterrupted one exactly",
+                folder, acc.process_index, state.get("num_processes", 1),
+            )
+        if self.logger is not None:  # drop rows logged after the checkpoint: they will be logged again
+            self.logger.close()
+            path_ = self.logger.path
+            kept = [ln for ln in path_.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= self.step_count] \
+                if path_.exists() else []
+            atomic_write_text(path_, "".join(ln + "\n" for ln in kept))
+            self.logger = JsonlLogger(path_)
+        acc.wait_for_everyone()
+        self.resumed_from = folder
+        return state.get("extra") or {}
 
     def close(self) -> None:
         if self.logger is not None:

@@ -18,13 +18,16 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
   env steps to solve, against 9.1k with G = 4 and 26k with 4 groups of 4 per update); a token
   mean lets a 300-step episode weigh 300 times a 1-step one. With G = 2 the step-wise
   advantage is +-1/sqrt(2): which of the pair does better from that step on.
-Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/}.
+Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/, checkpoints/}. SIGTERM or
+Ctrl-C finishes the current step, writes a checkpoint and prints the command that resumes it
+(`--resume_from <output_dir>`); the resumed run repeats the uninterrupted one exactly.
 """
 
 from __future__ import annotations
 
 import json
 import resource
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +39,9 @@ from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq.checkpoint import run_dir_for
 from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.stopping import GracefulStop, resume_command
 
 
 @dataclass
@@ -89,8 +94,9 @@ class CartPoleConfig(GRPOConfig):
 
 def main() -> None:
     (args,) = HfArgumentParser(CartPoleConfig).parse_args_into_dataclasses()
-    if args.output_dir is None:
-        args.output_dir = f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"
+    if args.output_dir is None:  # a resumed run goes on in its own folder
+        args.output_dir = str(run_dir_for(args.resume_from)) if args.resume_from else \
+            f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"
     torch.set_num_threads(args.torch_threads)
     set_seed(args.seed)  # python, numpy and torch: the policy's initial weights depend on --seed
     accelerator = Accelerator(cpu=args.use_cpu)
@@ -105,30 +111,52 @@ def main() -> None:
     # Same eval seeds on every process: equal parameters give equal returns, so all agree.
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + args.seed)
 
-    start = time.perf_counter()
-    eval_seconds = 0.0
-    solved_at: dict | None = None
-    last_eval = None
-    next_eval = args.eval_every
-    bar = tqdm(total=args.total_env_steps, unit="step", disable=not main_proc, desc=args.env_id)
-    while trainer.env_steps < args.total_env_steps:
-        m = trainer.step(progress=trainer.env_steps / args.total_env_steps)
-        bar.update(min(trainer.env_steps, args.total_env_steps) - bar.n)
-        if trainer.env_steps >= next_eval or trainer.env_steps >= args.total_env_steps:
-            next_eval = (trainer.env_steps // args.eval_every + 1) * args.eval_every
-            t_eval = time.perf_counter()
-            last_eval = float(evaluate(trainer.policy).mean())
-            eval_seconds += time.perf_counter() - t_eval
-            elapsed = time.perf_counter() - start
-            trainer.log({"step": trainer.step_count, "tokens_total": trainer.env_steps, "eval/return": last_eval,
-                         "eval/seed": evaluate.last_seed, "perf/wall_seconds": elapsed})
-            if solved_at is None and last_eval >= args.solved_return:
-                solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
-                             "train_seconds": elapsed - eval_seconds, "iteration": trainer.step_count}
-        bar.set_postfix(ret=f"{m['reward/mean']:.0f}", eval=f"{last_eval if last_eval is not None else 0:.0f}")
+    # Everything the loop carries besides the trainer, so a resumed run repeats an uninterrupted one.
+    state = trainer.resume(args.resume_from) if args.resume_from else {}
+    eval_seconds = state.get("eval_seconds", 0.0)
+    solved_at: dict | None = state.get("solved_at")
+    last_eval = state.get("last_eval")
+    next_eval = state.get("next_eval", args.eval_every)
+    evaluate.seed = state.get("eval_seed", evaluate.seed)
+    start = time.perf_counter() - state.get("elapsed", 0.0)
+
+    def loop_state() -> dict:
+        return {"eval_seconds": eval_seconds, "solved_at": solved_at, "last_eval": last_eval, "next_eval": next_eval,
+                "eval_seed": evaluate.seed, "elapsed": time.perf_counter() - start}
+
+    bar = tqdm(total=args.total_env_steps, initial=min(trainer.env_steps, args.total_env_steps), unit="step",
+               disable=not main_proc, desc=args.env_id)
+    with GracefulStop() as stop:
+        while trainer.env_steps < args.total_env_steps:
+            m = trainer.step(progress=trainer.env_steps / args.total_env_steps)
+            bar.update(min(trainer.env_steps, args.total_env_steps) - bar.n)
+            if trainer.env_steps >= next_eval or trainer.env_steps >= args.total_env_steps:
+                next_eval = (trainer.env_steps // args.eval_every + 1) * args.eval_every
+                t_eval = time.perf_counter()
+                last_eval = float(evaluate(trainer.policy).mean())
+                eval_seconds += time.perf_counter() - t_eval
+                elapsed = time.perf_counter() - start
+                trainer.log({"step": trainer.step_count, "tokens_total": trainer.env_steps, "eval/return": last_eval,
+                             "eval/seed": evaluate.last_seed, "perf/wall_seconds": elapsed})
+                if solved_at is None and last_eval >= args.solved_return:
+                    solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
+                                 "train_seconds": elapsed - eval_seconds, "iteration": trainer.step_count}
+                if main_proc:
+                    bar.write(f"env steps {trainer.env_steps}: eval return {last_eval:.1f}")
+            bar.set_postfix(ret=f"{m['reward/mean']:.0f}", eval=f"{last_eval if last_eval is not None else 0:.0f}")
+            trainer.maybe_save_checkpoint(loop_state)
+            if stop.agreed(accelerator):
+                path = trainer.save_checkpoint(loop_state)
+                bar.close()
+                if main_proc:
+                    print(f"{stop.signal_name} received: stopped after step {trainer.step_count} "
+                          f"({trainer.env_steps} env steps); checkpoint written to {path}.\n"
+                          f"Resume with: {resume_command(args.output_dir)}", flush=True)
+                sys.exit(stop.exit_code)
     bar.close()
     seconds = time.perf_counter() - start
 
+    trainer.save_checkpoint(loop_state)
     trainer.save()
     summary = {
         "env_id": args.env_id,

@@ -14,7 +14,9 @@ Where this departs from DeepSeekMath section 4.1, and why:
 - 2 prompts x G = 4 completions per step by default (the paper: 1024 x 64): what a 2-core CPU
   runs in about half a minute a step. Raise --num_groups and --num_generations on a GPU.
 - One policy update per batch (mu = 1): the ratio is 1, the clip only matters with --mu > 1.
-Writes <output_dir>/{config.json, metrics.jsonl, completions/step_XXXX.jsonl, summary.json, model/}.
+Writes <output_dir>/{config.json, metrics.jsonl, completions/step_XXXX.jsonl, summary.json, model/,
+checkpoints/}. SIGTERM or Ctrl-C finishes the current step, writes a checkpoint and prints the
+command that resumes it (`--resume_from <output_dir>`); `--save_steps N` also checkpoints every N steps.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +36,11 @@ from tqdm.auto import tqdm
 from transformers import HfArgumentParser
 
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RewardScorer, load_reward_fn
+from grpo_seq.checkpoint import run_dir_for
 from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
+from grpo_seq.stopping import GracefulStop, resume_command
 from reward_fns import overlong_penalty
 
 
@@ -130,8 +135,9 @@ def write_completions(path: Path, batch, names: list[str]) -> str:
 
 
 def main(cfg: GSM8KConfig) -> dict:
-    if cfg.output_dir is None:
-        cfg.output_dir = f"runs/gsm8k__gsm8k_tiny__{cfg.seed}__{int(time.time())}"
+    if cfg.output_dir is None:  # a resumed run goes on in its own folder
+        cfg.output_dir = str(run_dir_for(cfg.resume_from)) if cfg.resume_from else \
+            f"runs/gsm8k__gsm8k_tiny__{cfg.seed}__{int(time.time())}"
     # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a 135M model wants
     # every core: share them among this machine's processes.
     local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -176,24 +182,44 @@ def main(cfg: GSM8KConfig) -> dict:
         print(f"{cfg.model}: {total / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trained; "
               f"{len(rows)} prompts; rewards {scorer}")
 
-    start = time.perf_counter()
-    history = []
+    state = trainer.resume(cfg.resume_from) if cfg.resume_from else {}
+    start = time.perf_counter() - state.get("elapsed", 0.0)
+    # The steps before a resume, as logged (resume() dropped any row after the checkpoint).
+    metrics_file = out / "metrics.jsonl"
+    history = [json.loads(ln) for ln in metrics_file.read_text().splitlines() if ln.strip()] \
+        if state and metrics_file.exists() else []
+    history = [h for h in history if "reward/mean" in h]
+
+    def loop_state() -> dict:
+        return {"elapsed": time.perf_counter() - start}
+
     accuracy_key = "reward/correctness_reward"
-    bar = tqdm(range(cfg.max_steps), disable=not main_proc, desc="gsm8k", unit="step")
-    for _ in bar:
-        m = trainer.step(progress=trainer.step_count / cfg.max_steps)
-        history.append(m)
-        bar.set_postfix(reward=f"{m['reward/mean']:.2f}", acc=f"{m.get(accuracy_key, float('nan')):.2f}",
-                        len=f"{m['policy/completion_length']:.0f}", kl=f"{m['policy/kl']:.4f}",
-                        tok_s=f"{m['perf/tokens_per_second']:.0f}")
-        every = cfg.log_completions_every
-        if main_proc and every and (trainer.step_count % every == 0 or trainer.step_count == 1):
-            shown = write_completions(out / "completions" / f"step_{trainer.step_count:04d}.jsonl",
-                                      trainer.last_batch, scorer.names)
-            tqdm.write(f"step {trainer.step_count}:\n{shown}")
+    bar = tqdm(range(trainer.step_count, cfg.max_steps), disable=not main_proc, desc="gsm8k", unit="step",
+               initial=trainer.step_count, total=cfg.max_steps)
+    with GracefulStop() as stop:
+        for _ in bar:
+            m = trainer.step(progress=trainer.step_count / cfg.max_steps)
+            history.append(m)
+            bar.set_postfix(reward=f"{m['reward/mean']:.2f}", acc=f"{m.get(accuracy_key, float('nan')):.2f}",
+                            len=f"{m['policy/completion_length']:.0f}", kl=f"{m['policy/kl']:.4f}",
+                            tok_s=f"{m['perf/tokens_per_second']:.0f}")
+            every = cfg.log_completions_every
+            if main_proc and every and (trainer.step_count % every == 0 or trainer.step_count == 1):
+                shown = write_completions(out / "completions" / f"step_{trainer.step_count:04d}.jsonl",
+                                          trainer.last_batch, scorer.names)
+                tqdm.write(f"step {trainer.step_count}:\n{shown}")
+            trainer.maybe_save_checkpoint(loop_state)
+            if stop.agreed(accelerator):
+                path = trainer.save_checkpoint(loop_state)
+                bar.close()
+                if main_proc:
+                    print(f"{stop.signal_name} received: stopped after step {trainer.step_count}; checkpoint "
+                          f"written to {path}.\nResume with: {resume_command(cfg.output_dir)}", flush=True)
+                sys.exit(stop.exit_code)
     bar.close()
     seconds = time.perf_counter() - start
 
+    trainer.save_checkpoint(loop_state)
     trainer.save(out / "model", merged=cfg.save_merged)
 
     def mean_of(key: str, part: list[dict]) -> float | None:

@@ -220,3 +220,33 @@ class CausalLMPolicy(nn.Module):
             self.model.save_pretrained(directory)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(directory)
+
+    def load_from(self, directory: str | Path) -> None:
+        """Load the weights :meth:`save_to` wrote (``merged=False``: the adapter alone under LoRA)
+        into this policy, through safetensors only."""
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        files = sorted(directory.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"{directory}: no .safetensors weights to load")
+        state = {}
+        for f in files:
+            state.update(load_file(str(f)))
+        if self.has_adapters:
+            from peft import set_peft_model_state_dict
+
+            result = set_peft_model_state_dict(self.model, state)
+            unexpected = list(getattr(result, "unexpected_keys", []) or [])
+            if unexpected:
+                raise ValueError(f"{directory}: adapter weights that this LoRA model lacks: {unexpected[:5]}")
+            return
+        try:
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+        except RuntimeError as e:
+            raise ValueError(f"{directory}: the weights do not fit this model (another architecture?): {e}") from None
+        # Tied weights (an LM head sharing the embedding) are saved once; anything else missing is an error.
+        own = {name for name, _ in self.model.named_parameters()}
+        missing = [k for k in missing if k in own]
+        if missing or unexpected:
+            raise ValueError(f"{directory}: weights missing {missing[:5]} / unexpected {list(unexpected)[:5]} for this model")

@@ -125,5 +125,17 @@ class EnvGroupSampler:
             step_rewards=step_rewards,
         )
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where the sampler's random streams stand (JSON-able), for checkpoints: every start
+        state comes from a reset seeded by ``rng``, so this is all a resumed run needs."""
+        return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
+                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.action_rng.bit_generator.state = state["action_rng"]
+        self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
+        self.env_steps = int(state["env_steps"])
+
     def close(self) -> None:
         self.envs.close()

@@ -115,6 +115,18 @@ class LMGroupSampler:
             return prompt
         return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The position in the prompt order (JSON-able), for checkpoints."""
+        return {"order": list(self._order), "epoch": self.epoch, "seed": self.seed, "dataset_size": len(self.dataset)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["dataset_size"] != len(self.dataset):
+            raise ValueError(
+                f"LMGroupSampler: the checkpoint was written for a dataset of {state['dataset_size']} prompts, "
+                f"this one has {len(self.dataset)}; resume with the same --dataset"
+            )
+        self._order, self.epoch = list(state["order"]), int(state["epoch"])
+
     @property
     def eos_ids(self) -> list[int]:
         return [self.tokenizer.eos_token_id]

@@ -1,0 +1,227 @@
+"""Training checkpoints: written atomically, verified on load, the newest complete one found.
+
+A checkpoint is a folder ``<output_dir>/checkpoints/step_XXXXXXXX/`` holding
+
+* ``policy/``: the policy's weights in safetensors (a language model as ``save_pretrained``
+  writes it, only the adapter under LoRA);
+* ``ref_policy.safetensors``: the reference policy, only when it moves (``ref_sync_steps``);
+* ``optimizer.pt``: the optimizer state (tensors and numbers only: loaded with
+  ``torch.load(weights_only=True)``);
+* ``trainer_state.json``: step and env-step counters, the config, the recipe's own state;
+* ``rng_state_<rank>.json``: every RNG of that process (python, numpy, torch, the trainer's
+  shuffling generator) and its sampler's position;
+* ``manifest.json``, written last: the size and SHA-256 of every other file.
+
+It is written into a hidden temporary folder, flushed to disk, then renamed into place, so a
+kill at any moment leaves either no new checkpoint or a complete one. A checkpoint damaged
+afterwards (a truncated copy, a full disk) fails its manifest check and is refused by name;
+resuming from a run folder then falls back to the newest checkpoint that passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "CheckpointError", "CHECKPOINTS_DIR", "MANIFEST_NAME", "checkpoint_dir", "list_checkpoints", "resolve_checkpoint",
+    "verify_checkpoint", "write_manifest", "finalize", "rotate_checkpoints", "run_dir_of", "run_dir_for", "rng_state",
+    "set_rng_state", "generator_state", "set_generator_state", "read_json", "write_json",
+]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+MANIFEST_NAME = "manifest.json"
+FORMAT_VERSION = 1
+_STEP_RE = re.compile(r"^step_(\d+)$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, incomplete or damaged; the message names the file."""
+
+
+def checkpoint_dir(output_dir: str | os.PathLike, step: int) -> Path:
+    return Path(output_dir) / CHECKPOINTS_DIR / f"step_{step:08d}"
+
+
+def run_dir_of(checkpoint: Path) -> Path:
+    """The run folder a checkpoint belongs to (``<run>/checkpoints/step_X`` -> ``<run>``)."""
+    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS_DIR else checkpoint.parent
+
+
+def run_dir_for(path: str | os.PathLike) -> Path:
+    """The run folder that ``--resume_from`` names: the folder itself, or the run of a checkpoint."""
+    path = Path(path).expanduser()
+    if path.name == CHECKPOINTS_DIR:
+        return path.parent
+    if (path / MANIFEST_NAME).exists() or _STEP_RE.match(path.name):
+        return run_dir_of(path)
+    return path
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's checkpoint folders, oldest first (temporary folders of unfinished writes excluded)."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_RE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
+
+
+def write_manifest(folder: Path, step: int) -> None:
+    """Flush every file of ``folder`` to disk and record its size and hash in ``manifest.json``."""
+    entries = {}
+    for f in _files(folder):
+        with open(f, "rb+") as fh:
+            os.fsync(fh.fileno())
+        entries[f.relative_to(folder).as_posix()] = {"size": f.stat().st_size, "sha256": _sha256(f)}
+    write_json(folder / MANIFEST_NAME, {"format": FORMAT_VERSION, "step": step, "files": entries})
+
+
+def verify_checkpoint(folder: str | os.PathLike) -> dict:
+    """The manifest of a complete, undamaged checkpoint; else :class:`CheckpointError` naming the file."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint {folder}: no such folder")
+    manifest_path = folder / MANIFEST_NAME
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {folder}: no {MANIFEST_NAME}, so it was never completed") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"checkpoint {folder}: unreadable {MANIFEST_NAME} ({e})") from None
+    for rel, meta in files.items():
+        f = folder / rel
+        if not f.is_file():
+            raise CheckpointError(f"checkpoint {folder}: {rel} is missing")
+        size = f.stat().st_size
+        if size != meta["size"]:
+            raise CheckpointError(f"checkpoint {folder}: {rel} is truncated or altered ({size} bytes, expected {meta['size']})")
+        if _sha256(f) != meta["sha256"]:
+            raise CheckpointError(f"checkpoint {folder}: {rel} is corrupted (its SHA-256 differs from the manifest's)")
+    return manifest
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint to resume from: ``path`` itself when it is a checkpoint folder (verified;
+    refused with :class:`CheckpointError` when damaged), or the newest checkpoint of the run
+    folder ``path`` that passes verification (each damaged newer one is logged and skipped)."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise CheckpointError(f"--resume_from {path}: no such checkpoint or run folder")
+    if (path / MANIFEST_NAME).exists() or _STEP_RE.match(path.name):
+        verify_checkpoint(path)
+        return path
+    run = path.parent if path.name == CHECKPOINTS_DIR else path
+    candidates = list_checkpoints(run)
+    if not candidates:
+        raise CheckpointError(f"--resume_from {path}: no checkpoints in {run / CHECKPOINTS_DIR}")
+    refused = []
+    for ckpt in reversed(candidates):
+        try:
+            verify_checkpoint(ckpt)
+        except CheckpointError as e:
+            logger.warning("refusing %s; trying the previous checkpoint", e)
+            refused.append(str(e))
+            continue
+        if refused:
+            print(f"refused {len(refused)} damaged checkpoint(s): {'; '.join(refused)}; resuming from {ckpt}", flush=True)
+        return ckpt
+    raise CheckpointError(f"--resume_from {path}: every checkpoint is damaged: {'; '.join(refused)}")
+
+
+def finalize(tmp: Path, target: Path, step: int) -> None:
+    """Write the manifest of the filled temporary folder and rename it to ``target``."""
+    write_manifest(tmp, step)
+    old = target.with_name(f".{target.name}.old")
+    if target.exists():  # the same step saved twice (e.g. a signal right after a periodic save)
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)
+    try:  # make the rename itself durable
+        fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def rotate_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0: keep all)."""
+    if keep <= 0:
+        return
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# -- RNG states as JSON (no pickles) -------------------------------------------------------------
+
+
+def generator_state(gen: torch.Generator) -> list[int]:
+    return gen.get_state().tolist()
+
+
+def set_generator_state(gen: torch.Generator, state: list[int]) -> None:
+    gen.set_state(torch.tensor(state, dtype=torch.uint8))
+
+
+def rng_state() -> dict[str, Any]:
+    """The global python, numpy and torch (CPU and CUDA) RNG states, as JSON-able values."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": [version, list(internal), gauss],
+        "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state().tolist(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj))
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint file {path}: unreadable ({e})") from None

@@ -1,0 +1,83 @@
+"""Stopping on SIGTERM or SIGINT at a step boundary, so the run can checkpoint before it exits."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import torch
+
+__all__ = ["GracefulStop", "resume_command"]
+
+
+class GracefulStop:
+    """Within ``with GracefulStop() as stop:``, SIGTERM and SIGINT only set ``stop.requested``.
+
+    The training loop checks :meth:`agreed` after each step, writes a checkpoint and exits with
+    :attr:`exit_code` (128 + the signal number, the shell's convention). Pre-emptible machines
+    send SIGTERM and wait a grace period before killing; one step plus a checkpoint must fit in
+    it. A second SIGINT (Ctrl-C twice) interrupts at once, as usual.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signum or 0)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> "GracefulStop":
+        if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+            for s in self.SIGNALS:
+                self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous.clear()
+
+    def agreed(self, accelerator=None) -> bool:
+        """Whether any process was asked to stop; all processes get the same answer (one tiny
+        all-reduce per call when there are several), so they checkpoint and exit together."""
+        if accelerator is None or accelerator.num_processes == 1:
+            return self.requested
+        flag = torch.tensor([float(self.requested)], device=accelerator.device)
+        return bool(accelerator.reduce(flag, "sum").item() > 0)
+
+
+def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:
+    """This run's command line with ``--resume_from run_dir`` (any earlier one replaced)."""
+    argv = list(sys.argv if argv is None else argv)
+    kept, skip = [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if a == "--resume_from":
+            skip = True
+            continue
+        if a.startswith("--resume_from="):
+            continue
+        kept.append(a)
+    return shlex.join(["python", argv[0], *kept, "--resume_from", str(run_dir)])
