@@ -36,10 +36,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
 from grpo_seq.checkpoint import run_dir_for
+from grpo_seq.cli import parse_config
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.stopping import GracefulStop, resume_command
 
@@ -93,7 +93,7 @@ class CartPoleConfig(GRPOConfig):
 
 
 def main() -> None:
-    (args,) = HfArgumentParser(CartPoleConfig).parse_args_into_dataclasses()
+    args = parse_config(CartPoleConfig)
     if args.output_dir is None:  # a resumed run goes on in its own folder
         args.output_dir = str(run_dir_for(args.resume_from)) if args.resume_from else \
             f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"

@@ -33,10 +33,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser
 
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RewardScorer, load_reward_fn
 from grpo_seq.checkpoint import run_dir_for
+from grpo_seq.cli import parse_config
 from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
@@ -251,4 +251,4 @@ def main(cfg: GSM8KConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(HfArgumentParser(GSM8KConfig).parse_args_into_dataclasses()[0])
+    main(parse_config(GSM8KConfig))

@@ -14,6 +14,9 @@ from grpo_seq import GRPOConfig
         ("mu", 0, "GRPOConfig.mu: must be >= 1"),
         ("learning_rate", 0.0, "GRPOConfig.learning_rate: must be > 0"),
         ("num_minibatches", 3, "GRPOConfig.num_minibatches: must divide the 64 outputs"),
+        ("epsilon", -0.2, "GRPOConfig.epsilon: must be in"),
+        ("save_steps", -1, "GRPOConfig.save_steps: must be >= 0"),
+        ("save_total_limit", -1, "GRPOConfig.save_total_limit: must be >= 0"),
     ],
 )
 def test_bad_values_name_the_field(field, value, message):

@@ -103,13 +103,22 @@ class EnvGroupSampler:
         t = 0
         while t < T and alive.any():
             if not np.isfinite(obs).all():
-                raise ValueError(f"{self.env_id} returned a non-finite observation at step {t}: {obs[~np.isfinite(obs).all(1)][0]}")
+                raise ValueError(
+                    f"{self.env_id} returned a non-finite observation (NaN or inf) at step {t} of an episode: "
+                    f"{obs[~np.isfinite(obs).all(1)][0].tolist()}; fix the environment, or wrap it "
+                    "(gymnasium.wrappers.TransformObservation) so that the policy only sees finite numbers"
+                )
             obs_buf[t] = obs
             mask_buf[t] = alive
             actions = act(obs)
             act_buf[t] = actions
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
             rew_buf[t] = np.where(alive, reward, 0.0)
+            if not np.isfinite(rew_buf[t]).all():
+                raise ValueError(
+                    f"{self.env_id} returned a non-finite reward (NaN or inf) at step {t} of an episode; "
+                    "fix the environment, or wrap it (gymnasium.wrappers.TransformReward) to keep rewards finite"
+                )
             alive &= ~(terminated | truncated)
             t += 1
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
