@@ -106,3 +106,21 @@ def test_cartpole_sweep_summaries_match_their_runs(tmp_path):
             # --after 1: a solved run stops after one more evaluation (or at the cap); an unsolved one has none
             assert len(row["later_evals"]) <= (1 if row["solved_env_steps"] else 0)
     assert res.stdout.count("SUMMARY") == 2
+
+
+def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
+    if not Path("/proc/self/status").exists():
+        pytest.skip("the soak reads VmRSS from /proc (Linux)")
+    out = tmp_path / "soak.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/soak.py", "--runs", "cartpole", "--minutes", "0.2", "--interval",
+                          "0.25", "--workdir", str(tmp_path / "work"), "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["exit_status_after_sigterm"] == 143  # the recipe checkpointed and exited on SIGTERM
+    assert list((tmp_path / "work/cartpole/checkpoints").iterdir())
+    times = [t for t, _ in run["samples"]]
+    assert len(times) >= 20 and times == sorted(times)
+    assert all(r > 50 for _, r in run["samples"][len(times) // 2:])  # a python process with torch: tens of MiB at least
+    assert run["rss_mib_max_after_warmup"] >= run["rss_mib_end_of_warmup"] > 0

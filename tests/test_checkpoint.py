@@ -27,23 +27,30 @@ def _env() -> dict:
     return {**os.environ, "TQDM_DISABLE": "1", "PYTHONPATH": str(ROOT)}
 
 
-def test_sigterm_mid_run_then_resume_ends_exactly_like_an_uninterrupted_run(tmp_path):
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    whole = tmp_path_factory.mktemp("whole")
     subprocess.run([*CARTPOLE, "--output_dir", str(whole)], env=_env(), check=True, capture_output=True)
+    return whole
 
-    # SIGTERM as soon as the run reports its first evaluation: it is then mid-training.
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_run_then_resume_ends_exactly_like_an_uninterrupted_run(tmp_path, uninterrupted, sig):
+    whole, cut = uninterrupted, tmp_path / "cut"
+
+    # The signal as soon as the run reports its first evaluation: it is then mid-training.
     proc = subprocess.Popen([*CARTPOLE, "--output_dir", str(cut)], env=_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen = []
     for line in proc.stdout:
         seen.append(line)
         if line.startswith("env steps"):
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
             break
     seen.append(proc.stdout.read())
-    assert proc.wait() == 128 + signal.SIGTERM, "".join(seen)
+    assert proc.wait() == 128 + sig, "".join(seen)
     out = "".join(seen)
-    assert "SIGTERM received" in out and f"--resume_from {cut}" in out
+    assert f"{sig.name} received" in out and f"--resume_from {cut}" in out
     assert not (cut / "summary.json").exists()  # it stopped before the end
     (stopped,) = list_checkpoints(cut)
 

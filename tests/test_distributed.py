@@ -55,6 +55,17 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
         assert r["policy/completion_length_max"] >= r["policy/completion_length"]
         prev = r["tokens_total"]
 
+    # The final checkpoint holds each rank's RNG streams and sampler position; both ranks resume from it.
+    (ckpt,) = (tmp_path / "checkpoints").iterdir()
+    assert {"rng_state_0.json", "rng_state_1.json"} <= {p.name for p in ckpt.iterdir()}
+    res = launch(["recipes/cartpole.py", "--total_env_steps", "6000", "--eval_every", "2000", "--num_groups", "2",
+                  "--num_generations", "4", "--resume_from", str(tmp_path)], tmp_path)
+    assert res.returncode == 0, res.stderr[-4000:]
+    resumed = json.loads((tmp_path / "summary.json").read_text())
+    assert resumed["env_steps"] >= 6000 and resumed["iterations"] > summary["iterations"]
+    steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "reward/mean" in x]
+    assert steps == list(range(1, resumed["iterations"] + 1))
+
 
 def test_language_model_on_two_processes(tmp_path):
     res = launch(["tests/ddp_lm_worker.py", str(tmp_path)], tmp_path)
