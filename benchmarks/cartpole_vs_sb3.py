@@ -174,7 +174,7 @@ def run_ours(seed: int, total_env_steps: int | None, eval_every: int) -> dict[st
         _check(subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True), cmd)
         summary = json.loads(Path(d, "summary.json").read_text())
         rows = [json.loads(line) for line in Path(d, "metrics.jsonl").read_text().splitlines()]
-    curve = [{"env_steps": r["tokens_total"], "seconds": r["perf/wall_seconds"], "return": r["eval/return"]}
+    curve = [{"env_steps": r["perf/tokens_total"], "seconds": r["perf/wall_seconds"], "return": r["eval/return"]}
              for r in rows if "eval/return" in r]
     return {"curve": curve, "env_steps": summary["env_steps"], "seconds": summary["seconds"],
             "eval_seconds": summary["eval_seconds"], "peak_rss_gib": summary["peak_rss_gib"],

@@ -54,9 +54,12 @@ def commands(a: argparse.Namespace, out: Path) -> dict[str, list[str]]:
     }
 
 
-def soak(name: str, cmd: list[str], seconds: float, interval: float, warmup: float) -> dict:
+def soak(name: str, cmd: list[str], seconds: float, interval: float, warmup: float, log: Path) -> dict:
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Output to a file, never an unread pipe: a full pipe would block the run's progress bar.
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, text=True)
     t0 = time.monotonic()
     samples: list[tuple[float, float]] = []
     while (t := time.monotonic() - t0) < seconds and proc.poll() is None:
@@ -65,15 +68,16 @@ def soak(name: str, cmd: list[str], seconds: float, interval: float, warmup: flo
             samples.append((t, r))
         time.sleep(interval)
     if proc.poll() is not None:
-        raise RuntimeError(f"{name} ended early (status {proc.returncode}):\n{proc.stderr.read()[-3000:]}")
+        raise RuntimeError(f"{name} ended early (status {proc.returncode}):\n{log.read_text()[-3000:]}")
     proc.send_signal(signal.SIGTERM)
     try:
         status = proc.wait(timeout=600)
     except subprocess.TimeoutExpired:
         proc.kill()
         status = proc.wait()
+    steps = sum(1 for ln in (Path(cmd[cmd.index("--output_dir") + 1]) / "metrics.jsonl").open() if "reward/mean" in ln)
     return {"name": name, "command": cmd, "seconds": seconds, "exit_status_after_sigterm": status,
-            "samples": samples, **figures(samples, seconds * warmup)}
+            "training_steps": steps, "samples": samples, **figures(samples, seconds * warmup)}
 
 
 def figures(samples: list[tuple[float, float]], warm_until: float) -> dict:
@@ -138,7 +142,7 @@ def main() -> None:
     results = []
     for name, m in zip(a.runs, minutes):
         shutil.rmtree(a.workdir / name, ignore_errors=True)  # a fresh run folder each time
-        res = soak(name, cmds[name], m * 60, a.interval, a.warmup)
+        res = soak(name, cmds[name], m * 60, a.interval, a.warmup, a.workdir / f"{name}.log")
         res["warmup"] = a.warmup
         results.append(res)
         print(json.dumps({k: v for k, v in res.items() if k not in ("samples", "command")}), flush=True)

@@ -174,7 +174,12 @@ def finalize(tmp: Path, target: Path, step: int) -> None:
 
 
 def rotate_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
-    """Delete all but the newest ``keep`` checkpoints (``keep`` 0: keep all)."""
+    """Delete all but the newest ``keep`` checkpoints (``keep`` 0: keep all), and the temporary
+    folders of writes that a hard kill interrupted."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    if root.is_dir():
+        for stale in root.glob(".step_*"):
+            shutil.rmtree(stale, ignore_errors=True)
     if keep <= 0:
         return
     for old in list_checkpoints(run_dir)[:-keep]:

@@ -87,6 +87,11 @@ class GRPOConfig:
     output_dir: str | None = field(
         default=None, metadata={"help": "Run folder for metrics.jsonl, config.json, checkpoints and the saved policy."}
     )
+    report_to: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Trackers besides metrics.jsonl, same metric names: tensorboard, wandb, trackio, mlflow, "
+                  "comet_ml, aim, clearml, dvclive, swanlab (their package must be installed); none by default."},
+    )
     save_steps: int = field(
         default=0,
         metadata={"help": "Write a checkpoint every this many steps (0: only at the end, and on SIGTERM or SIGINT)."},
@@ -138,6 +143,13 @@ class GRPOConfig:
             fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
         if not 0 < self.gamma <= 1:
             fail("gamma", "must be in (0, 1]")
+        if self.report_to:
+            from .tracking import tracker_kwargs
+
+            try:
+                tracker_kwargs(self.report_to, self.output_dir)
+            except ValueError as e:
+                raise ValueError(f"GRPOConfig.report_to: {e}") from None
         if self.save_steps < 0:
             fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
         if self.save_total_limit < 0:

@@ -44,6 +44,9 @@ class GracefulStop:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if self.signum is None:  # say so at once: a language-model step can take a while
+            print(f"{signal.Signals(signum).name} received: finishing the current step, then writing a checkpoint"
+                  f"{' (Ctrl-C again stops at once)' if signum == signal.SIGINT else ''}", file=sys.stderr, flush=True)
         self.signum = self.signum or signum
 
     def __enter__(self) -> "GracefulStop":

@@ -31,6 +31,7 @@ from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, load_policy_weights, save_policy
+from .tracking import tracker_config
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
 
@@ -129,6 +130,11 @@ class GRPOTrainer:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             (self.output_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
             self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
+        # Trackers the accelerator was built with (recipes: tracker_kwargs(--report_to)) get every row too.
+        self._tracking = bool(getattr(self.accelerator, "log_with", None))
+        if self._tracking:
+            name = self.output_dir.name if self.output_dir is not None else "grpo-seq"
+            self.accelerator.init_trackers(name, config=tracker_config(config.to_dict()))
 
     @property
     def policy(self) -> nn.Module:
@@ -258,7 +264,7 @@ class GRPOTrainer:
         self.env_steps += tokens
         seconds = time.perf_counter() - t0
         metrics.update({
-            "step": self.step_count, "tokens_total": self.env_steps, "perf/lr": lr,
+            "step": self.step_count, "perf/tokens_total": self.env_steps, "perf/lr": lr,
             "perf/step_seconds": seconds, "perf/sample_seconds": t_sample,
             "perf/tokens_per_second": tokens / seconds,
             "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,
@@ -283,9 +289,12 @@ class GRPOTrainer:
         return grad_norm
 
     def log(self, metrics: dict[str, float]) -> None:
-        """Append a row to metrics.jsonl (main process only)."""
+        """Append a row to metrics.jsonl (main process only) and send it to the trackers, at its ``step``."""
         if self.logger is not None:
             self.logger.log(metrics)
+        if self._tracking:
+            step = int(metrics.get("step", self.step_count))
+            self.accelerator.log({k: v for k, v in metrics.items() if k != "step"}, step=step)
 
     def save(self, directory: str | Path | None = None, **kwargs) -> Path | None:
         """Save the policy (safetensors) to ``directory`` (default ``<output_dir>/policy``), atomically;
@@ -395,3 +404,5 @@ class GRPOTrainer:
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        if self._tracking:
+            self.accelerator.end_training()

@@ -41,7 +41,10 @@ from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrai
 from grpo_seq.checkpoint import run_dir_for
 from grpo_seq.cli import parse_config
 from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.plot import plot_run_if_possible
+from grpo_seq.record import check_renderer, record_episode
 from grpo_seq.stopping import GracefulStop, resume_command
+from grpo_seq.tracking import tracker_kwargs
 
 
 @dataclass
@@ -58,6 +61,11 @@ class CartPoleConfig(GRPOConfig):
     eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
     solved_return: float = field(default=475.0, metadata={"help": "Eval mean return that counts as solved."})
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
+    record: bool = field(
+        default=False,
+        metadata={"help": "After training, write a greedy episode of the policy to <output_dir>/agent.gif (an MP4 too "
+                  "when ffmpeg is installed), the step drawn on each frame. CartPole's renderer needs pygame."},
+    )
     torch_threads: int = field(default=1, metadata={"help": "torch threads; a tiny MLP is no faster on more."})
     use_cpu: bool = field(
         default=True,
@@ -96,11 +104,13 @@ def main() -> None:
     args = parse_config(CartPoleConfig)
     if args.output_dir is None:  # a resumed run goes on in its own folder
         args.output_dir = str(run_dir_for(args.resume_from)) if args.resume_from else \
-            f"runs/{args.env_id}__cartpole__{args.seed}__{int(time.time())}"
+            f"runs/cartpole__{args.env_id}__{args.seed}__{int(time.time())}"
     torch.set_num_threads(args.torch_threads)
     set_seed(args.seed)  # python, numpy and torch: the policy's initial weights depend on --seed
-    accelerator = Accelerator(cpu=args.use_cpu)
+    accelerator = Accelerator(cpu=args.use_cpu, **tracker_kwargs(args.report_to, args.output_dir))
     main_proc = accelerator.is_main_process
+    if args.record and main_proc:  # fail now, not after training, when the renderer is missing
+        check_renderer(args.env_id)
 
     # Each process samples its own whole groups, seeded apart; parameters start equal everywhere.
     sampler = EnvGroupSampler(
@@ -136,7 +146,7 @@ def main() -> None:
                 last_eval = float(evaluate(trainer.policy).mean())
                 eval_seconds += time.perf_counter() - t_eval
                 elapsed = time.perf_counter() - start
-                trainer.log({"step": trainer.step_count, "tokens_total": trainer.env_steps, "eval/return": last_eval,
+                trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.env_steps, "eval/return": last_eval,
                              "eval/seed": evaluate.last_seed, "perf/wall_seconds": elapsed})
                 if solved_at is None and last_eval >= args.solved_return:
                     solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
@@ -158,6 +168,11 @@ def main() -> None:
 
     trainer.save_checkpoint(loop_state)
     trainer.save()
+    video = None
+    if args.record and main_proc:
+        video = record_episode(trainer.policy, args.env_id, Path(args.output_dir, "agent.gif"), seed=10_000 + args.seed)
+        print(f"greedy episode: {video['frames']} steps, return {video['return']:.0f}: {video['gif']}"
+              + (f" and {video['mp4']}" if video["mp4"] else ""))
     summary = {
         "env_id": args.env_id,
         "seed": args.seed,
@@ -172,10 +187,14 @@ def main() -> None:
         "eval_seconds": eval_seconds,
         "num_processes": accelerator.num_processes,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # this process's peak
+        "record": video,
     }
     if main_proc:
         Path(args.output_dir, "summary.json").write_text(json.dumps(summary, indent=2))
         print(json.dumps(summary))
+        curves = plot_run_if_possible(args.output_dir, Path(args.output_dir, "curves.png"), x="env_steps")
+        if curves:
+            print(f"learning curves: {curves}")
     trainer.close()
 
 

@@ -38,9 +38,11 @@ from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, Re
 from grpo_seq.checkpoint import run_dir_for
 from grpo_seq.cli import parse_config
 from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
+from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
 from grpo_seq.stopping import GracefulStop, resume_command
+from grpo_seq.tracking import tracker_kwargs
 from reward_fns import overlong_penalty
 
 
@@ -106,6 +108,14 @@ class GSM8KConfig(GRPOConfig):
     micro_batch_size: int = field(default=4, metadata={"help": "Completions per forward/backward pass."})
 
 
+def dataset_name(dataset: str) -> str:
+    """A short name for run folders: ``openai/gsm8k`` -> ``gsm8k``, ``data/gsm8k/train.jsonl`` -> ``gsm8k-train``."""
+    path = Path(dataset)
+    if path.suffix in (".json", ".jsonl"):
+        return f"{path.parent.name}-{path.stem}" if path.parent.name else path.stem
+    return dataset.rstrip("/").split("/")[-1]
+
+
 def build_reward_fns(cfg: GSM8KConfig) -> list:
     """Short names and dotted paths to callables; ``overlong`` is built for this run's length."""
     return [
@@ -137,7 +147,7 @@ def write_completions(path: Path, batch, names: list[str]) -> str:
 def main(cfg: GSM8KConfig) -> dict:
     if cfg.output_dir is None:  # a resumed run goes on in its own folder
         cfg.output_dir = str(run_dir_for(cfg.resume_from)) if cfg.resume_from else \
-            f"runs/gsm8k__gsm8k_tiny__{cfg.seed}__{int(time.time())}"
+            f"runs/gsm8k_tiny__{dataset_name(cfg.dataset)}__{cfg.seed}__{int(time.time())}"
     # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a 135M model wants
     # every core: share them among this machine's processes.
     local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -145,7 +155,7 @@ def main(cfg: GSM8KConfig) -> dict:
     set_seed(cfg.seed)
     # Several processes and no GPU: gloo on CPU (accelerate would otherwise start each process alone).
     multi_cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1
-    accelerator = Accelerator(cpu=cfg.use_cpu or multi_cpu)
+    accelerator = Accelerator(cpu=cfg.use_cpu or multi_cpu, **tracker_kwargs(cfg.report_to, cfg.output_dir))
     main_proc = accelerator.is_main_process
     out = Path(cfg.output_dir)
 
@@ -246,6 +256,9 @@ def main(cfg: GSM8KConfig) -> dict:
     if main_proc:
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
         print(json.dumps(summary))
+        curves = plot_run_if_possible(out, out / "curves.png")
+        if curves:
+            print(f"learning curves: {curves}")
     trainer.close()
     return summary
 

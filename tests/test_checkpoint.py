@@ -100,11 +100,12 @@ def test_damaged_checkpoint_is_refused_by_name_and_the_previous_one_used(tmp_pat
 
 def test_only_the_newest_checkpoints_are_kept(tmp_path):
     t = cartpole_trainer(tmp_path, save_steps=1, save_total_limit=2)
+    (tmp_path / "checkpoints/.step_00000009.tmp").mkdir(parents=True)  # a write cut short by kill -9
     for _ in range(5):
         t.step()
         t.maybe_save_checkpoint()
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step_00000004", "step_00000005"]
-    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporary left
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")]  # no temporaries left
 
 
 class Payload:

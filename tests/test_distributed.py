@@ -51,9 +51,9 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
     train = [r for r in rows if "reward/mean" in r]
     prev = 0
     for r in train:
-        assert r["tokens_total"] - prev == round(r["policy/completion_length"] * 16)
+        assert r["perf/tokens_total"] - prev == round(r["policy/completion_length"] * 16)
         assert r["policy/completion_length_max"] >= r["policy/completion_length"]
-        prev = r["tokens_total"]
+        prev = r["perf/tokens_total"]
 
     # The final checkpoint holds each rank's RNG streams and sampler position; both ranks resume from it.
     (ckpt,) = (tmp_path / "checkpoints").iterdir()

@@ -87,7 +87,7 @@ def test_gsm8k_recipe_trains_saves_and_evaluates(tmp_path, tiny_model, user_pkg)
         w = r["rewards"]
         assert r["reward"] == pytest.approx(w["correctness_reward"] + 0.5 * w["format_reward"] + 0.01 * w["text_length"])
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["completion_tokens"] == rows[-1]["tokens_total"]
+    assert summary["steps"] == 2 and summary["completion_tokens"] == rows[-1]["perf/tokens_total"]
 
     # The saved (merged) model loads in the evaluation recipe.
     assert (run_dir / "model" / "adapter" / "adapter_config.json").is_file()

@@ -40,7 +40,7 @@ def test_cartpole_recipe_writes_summary_metrics_and_policy(tmp_path):
     train_rows = [r for r in rows if "reward/mean" in r]
     eval_rows = [r for r in rows if "eval/return" in r]
     assert len(train_rows) == summary["iterations"]
-    assert train_rows[-1]["tokens_total"] == summary["env_steps"]
+    assert train_rows[-1]["perf/tokens_total"] == summary["env_steps"]
     assert len(eval_rows) >= 3 and eval_rows[-1]["eval/return"] == summary["final_eval_return"]
     assert summary["solved"] == (summary["solved_env_steps"] is not None)
     for key in ["policy/kl", "policy/clip_fraction", "policy/entropy", "policy/completion_length",

@@ -1,0 +1,116 @@
+"""A greedy episode of an action policy on video: a GIF (and an MP4 when ffmpeg is installed).
+
+    python -m grpo_seq.record --policy runs/<run>/policy --out agent.gif   # a saved policy
+    python recipes/cartpole.py --record                                     # at the end of training
+
+Frames come from the environment's ``rgb_array`` renderer (CartPole's needs pygame:
+``pip install pygame``, or the ``record`` extra), one per step, each showing the state the
+policy acted in with the step number and the return so far drawn on it; so the GIF has as
+many frames as the episode has steps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["record_episode", "check_renderer"]
+
+
+def _actor(policy: nn.Module):
+    if hasattr(policy, "numpy_actor"):
+        act = policy.numpy_actor(greedy=True)
+        return lambda obs: int(act(np.asarray(obs, dtype=np.float32)[None])[0])
+    return lambda obs: int(policy.act(torch.as_tensor(obs, dtype=torch.float32)[None], greedy=True)[0])
+
+
+def check_renderer(env_id: str) -> None:
+    """Raise ``RuntimeError`` saying what to install when ``env_id`` cannot render frames."""
+    import gymnasium as gym
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    try:
+        env = gym.make(env_id, render_mode="rgb_array")
+        env.reset(seed=0)
+        env.render()
+        env.close()
+    except gym.error.DependencyNotInstalled as e:
+        raise RuntimeError(f"--record: {env_id} cannot render frames: {e}") from None
+
+
+@torch.no_grad()
+def record_episode(policy: nn.Module, env_id: str, out: str | Path, seed: int = 0, fps: int = 50, scale: float = 0.5,
+                   max_steps: int | None = None, mp4: bool = True) -> dict:
+    """Play one greedy episode of ``policy`` on ``env_id`` and write it to ``out`` (a .gif).
+
+    Returns ``{"gif", "mp4" (None without ffmpeg), "frames", "return", "seed"}``; ``frames`` is
+    the episode length.
+    """
+    import gymnasium as gym
+    from PIL import Image, ImageDraw, ImageFont
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen, no display needed
+    try:
+        env = gym.make(env_id, render_mode="rgb_array")
+    except gym.error.DependencyNotInstalled as e:
+        raise RuntimeError(f"recording {env_id} needs its renderer: {e}") from None
+    act = _actor(policy)
+    font = ImageFont.load_default(size=max(10, int(28 * scale)))
+    obs, _ = env.reset(seed=seed)
+    frames: list[Image.Image] = []
+    total, done, t = 0.0, False, 0
+    limit = max_steps or (env.spec.max_episode_steps if env.spec and env.spec.max_episode_steps else 10_000)
+    while not done and t < limit:
+        image = Image.fromarray(env.render())
+        if scale != 1.0:
+            image = image.resize((max(2, int(image.width * scale) // 2 * 2), max(2, int(image.height * scale) // 2 * 2)))
+        ImageDraw.Draw(image).text((6, 4), f"step {t + 1}   return {total:.0f}", fill=(20, 20, 20), font=font)
+        frames.append(image)
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        total += float(reward)
+        done = terminated or truncated
+        t += 1
+    env.close()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frames[0].save(out, save_all=True, append_images=frames[1:], duration=max(1, round(1000 / fps)), loop=0)
+    video = None
+    if mp4 and shutil.which("ffmpeg"):
+        video = out.with_suffix(".mp4")
+        w, h = frames[0].size
+        cmd = ["ffmpeg", "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+               "-r", str(fps), "-i", "-", "-pix_fmt", "yuv420p", str(video)]
+        subprocess.run(cmd, input=b"".join(f.convert("RGB").tobytes() for f in frames), check=True)
+    return {"gif": str(out), "mp4": str(video) if video else None, "frames": len(frames), "return": total, "seed": seed}
+
+
+@dataclass
+class RecordArgs:
+    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
+    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id with an rgb_array renderer."})
+    out: str = field(default="agent.gif", metadata={"help": "GIF to write (an MP4 beside it when ffmpeg is installed)."})
+    seed: int = field(default=0, metadata={"help": "Reset seed of the episode."})
+    fps: int = field(default=50, metadata={"help": "Frames per second."})
+    scale: float = field(default=0.5, metadata={"help": "Frame size relative to the renderer's."})
+
+
+def main() -> None:
+    import json
+
+    from .cli import parse_config
+    from .serialization import load_policy
+
+    args = parse_config(RecordArgs)
+    info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps, scale=args.scale)
+    print(json.dumps(info))
+
+
+if __name__ == "__main__":
+    main()

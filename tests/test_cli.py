@@ -1,0 +1,77 @@
+"""Config files: YAML -> config -> config.json; the shipped defaults and README tables stay generated."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "recipes"))
+
+from cartpole import CartPoleConfig  # noqa: E402
+from gsm8k_tiny import GSM8KConfig  # noqa: E402
+
+from grpo_seq.cli import parse_config  # noqa: E402
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+
+
+@pytest.mark.parametrize("name, cls", [("cartpole", CartPoleConfig), ("gsm8k_tiny", GSM8KConfig)])
+def test_shipped_yaml_holds_exactly_the_defaults(name, cls):
+    shipped = yaml.safe_load((ROOT / f"recipes/configs/{name}.yaml").read_text())
+    assert parse_config(cls, ["--config", str(ROOT / f"recipes/configs/{name}.yaml")]) == cls()
+    assert set(shipped) == set(cls().to_dict())
+
+
+def test_generated_files_are_up_to_date():
+    res = subprocess.run([sys.executable, str(ROOT / "recipes/configs/generate.py"), "--check"], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr + res.stdout
+
+
+def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
+    cfg = yaml.safe_load((ROOT / "recipes/configs/cartpole.yaml").read_text())
+    cfg.update({"learning_rate": 5e-3, "hidden_sizes": [16, 16], "num_generations": 3, "gamma": 0.9,
+                "output_dir": str(tmp_path / "run"), "total_env_steps": 800, "eval_every": 800, "seed": 4})
+    f = tmp_path / "mine.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--config", str(f), "--seed", "7"],
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    written = json.loads((tmp_path / "run/config.json").read_text())
+    assert written == {**cfg, "seed": 7}  # every value as the file gave it, the flag overriding one
+    assert json.loads((tmp_path / "run/summary.json").read_text())["seed"] == 7
+
+
+@pytest.mark.parametrize("text, message", [
+    ("learning_rate: 1e-3\nlr: 3\n", "unknown option(s) ['lr']"),
+    ("learning_rate: fast\n", "argument --learning_rate/--learning-rate: invalid float value: 'fast'"),
+    ("epsilon: 0\n", "GRPOConfig.epsilon: must be in (0, 1), got 0.0"),
+    ("- a\n- b\n", "expected a mapping of option: value, got a list"),
+    ("a: [\n", "not valid YAML"),
+])
+def test_a_bad_config_file_is_one_error_naming_it(tmp_path, capsys, text, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(SystemExit) as exit_:
+        parse_config(CartPoleConfig, ["--config", str(f)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    if "GRPOConfig" not in message and "argument" not in message:
+        assert str(f) in err
+
+
+def test_null_in_yaml_sets_an_optional_field_to_none(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("epsilon_high: null\nreward_weights: [1, 0.5]\n")
+    cfg = parse_config(GSM8KConfig, ["--config", str(f)])
+    assert cfg.epsilon_high is None and cfg.reward_weights == [1.0, 0.5]

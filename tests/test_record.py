@@ -1,0 +1,53 @@
+"""--record: a GIF with one frame per step of the greedy episode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pygame", reason="CartPole's renderer needs pygame: pip install -e '.[record]'")
+from PIL import Image  # noqa: E402
+
+from grpo_seq import CategoricalMLPPolicy  # noqa: E402
+from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
+from grpo_seq.record import record_episode  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gif_has_one_frame_per_step_of_the_episode(tmp_path):
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(4, 2)
+    with torch.no_grad():  # a policy that balances a while but falls: a short, known episode
+        policy.net[-1].weight.mul_(300)
+    info = record_episode(policy, "CartPole-v1", tmp_path / "a.gif", seed=5, scale=0.25)
+    # The same greedy episode without rendering (one env of the evaluator, same seed).
+    length = int(PolicyEvaluator("CartPole-v1", 1)(policy, seed=5)[0])
+    assert 8 < length < 500
+    with Image.open(tmp_path / "a.gif") as gif:
+        assert gif.n_frames == info["frames"] == length == info["return"]
+        assert gif.size == (150, 100)
+        gif.seek(0)
+        first = np.asarray(gif.convert("L"))
+        gif.seek(length - 1)
+        last = np.asarray(gif.convert("L"))
+    assert (first[:14] != last[:14]).any()  # the step counter drawn at the top differs
+
+
+def test_recipe_record_flag_writes_the_trained_agent(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--total_env_steps", "1500",
+                          "--eval_every", "1500", "--record", "--output_dir", str(tmp_path)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    video = json.loads((tmp_path / "summary.json").read_text())["record"]
+    with Image.open(tmp_path / "agent.gif") as gif:
+        assert gif.n_frames == video["frames"] == video["return"]
+    assert f"greedy episode: {video['frames']} steps" in res.stdout
+    assert (tmp_path / "curves.png").exists()
