@@ -3,7 +3,7 @@
     python -m grpo_seq.plot runs/<run> [runs/<other> ...] [--out curves.png] [--x env_steps] [--smooth 5]
 
 One panel per quantity that any of the runs logged: reward (the total, solid, and each reward
-function, dashed), evaluation return, accuracy (the correctness reward), KL, completion length,
+function, in other line styles), evaluation return, accuracy (the correctness reward), KL, completion length,
 clip fraction, entropy, loss. Each run has its colour and its legend entry (the run folder's
 name). Needs matplotlib (``pip install matplotlib``, or the ``plot`` extra).
 """
@@ -29,6 +29,7 @@ _SINGLE = [  # (title, key)
     ("policy loss", "loss/policy"),
 ]
 _X = {"step": "step", "env_steps": "perf/tokens_total"}
+_STYLES = ["-", "--", ":", "-."]
 
 
 def read_metrics(run: str | Path) -> tuple[str, list[dict]]:
@@ -92,7 +93,9 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
                 if not xs:
                     continue
                 name = label if len(keys) == 1 else f"{label}: {key.split('/', 1)[1]}"
-                ax.plot(xs, ys, color=colours[i % len(colours)], ls="-" if j == 0 else "--", lw=1.4, label=name)
+                # One run: a colour per curve. Several: a colour per run, a line style per curve.
+                colour = colours[(j if len(loaded) == 1 else i) % len(colours)]
+                ax.plot(xs, ys, color=colour, ls=_STYLES[j % len(_STYLES)], lw=1.4, label=name)
         ax.set_title(title)
         ax.set_xlabel("env steps" if x == "env_steps" else "step")
         ax.grid(alpha=0.3)
@@ -109,9 +112,9 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
 
 def plot_run_if_possible(run: str | Path, out: str | Path, x: str = "step", smooth: int = 1) -> Path | None:
     """What the recipes call at the end: the run's curves, or a hint when matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
         print("learning curves: pip install matplotlib, then python -m grpo_seq.plot", run)
         return None
     plot_runs([run], out, x=x, smooth=smooth)

@@ -120,16 +120,19 @@ def correctness_reward(
 
 
 def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
-    """How cleanly the completion gives its answer.
+    """How cleanly the completion gives its answer, after showing its working.
 
-    - 1.0: exactly one ``####`` line, ``#### <number>``, and it is the last non-empty line;
-    - 0.5: exactly one ``####`` line, ``#### <number>``, with text after it; or no ``####``
-      line but a ``\\boxed{<number>}``;
-    - 0.0: anything else, several ``####`` lines included.
+    - 1.0: exactly one ``####`` line, ``#### <number>``, it is the last non-empty line, and a
+      line before it holds a number (the steps the prompt asks for);
+    - 0.5: the same with text after the answer line; or no ``####`` line but a
+      ``\\boxed{<number>}`` after some working;
+    - 0.0: anything else: several ``####`` lines, or an answer with no working before it.
 
-    Several ``####`` lines earn nothing: a lenient check pays a model for repeating
-    ``#### n`` until it is cut off, and GRPO finds that within 30 steps (seen in a run of
-    recipes/gsm8k_tiny.py). ``<number>`` is anything :func:`normalize_number` accepts.
+    Both zeros close a shortcut GRPO found in runs of recipes/gsm8k_tiny.py: a lenient check
+    paid a model for repeating ``#### n`` until it was cut off (found within 30 steps), and a
+    bare ``#### n`` line earned the full format reward, so SmolLM2-135M collapsed to answers
+    like ``#### 5`` (5 tokens, accuracy 0) by step 20. ``<number>`` is anything
+    :func:`normalize_number` accepts.
     """
     rewards = []
     for completion in completions:
@@ -137,12 +140,21 @@ def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[An
         hash_lines = _HASH_LINE_RE.findall(text)
         lines = [line for line in text.strip().splitlines() if line.strip()]
         if len(hash_lines) == 1 and normalize_number(hash_lines[0]) is not None:
-            rewards.append(1.0 if _HASH_LINE_RE.fullmatch(lines[-1]) else 0.5)
+            at = next(i for i, line in enumerate(lines) if _HASH_LINE_RE.fullmatch(line))
+            if not _shows_working(lines[:at]):
+                rewards.append(0.0)
+            else:
+                rewards.append(1.0 if at == len(lines) - 1 else 0.5)
         elif not hash_lines and any(normalize_number(b) is not None for b in _boxed_contents(text)):
-            rewards.append(0.5)
+            rewards.append(0.5 if _shows_working([text[: text.rfind("\\boxed")]]) else 0.0)
         else:
             rewards.append(0.0)
     return rewards
+
+
+def _shows_working(lines: Sequence[str]) -> bool:
+    """Some text before the answer holds a number: a quantity or a calculation."""
+    return any(ch.isdigit() for line in lines for ch in line)
 
 
 def has_answer_line(completion: Any) -> bool:

@@ -118,20 +118,25 @@ def test_correctness_errors():
 
 def test_format_reward_values():
     completions = [
-        "work\n#### 42",  # 1.0: the only #### line, and the last line
-        "work\n  #### $1,234.  \n\n",  # 1.0: the line holds only the number; blank lines after are fine
-        "work\n#### 42\nThe answer is: 42",  # 0.5: the answer line is not the last
+        "6 x 7 = 42\n#### 42",  # 1.0: working, then the only #### line, and the last line
+        "6 x 7 = 42\n  #### $1,234.  \n\n",  # 1.0: the line holds only the number; blank lines after are fine
+        "6 x 7 = 42\n#### 42\nThe answer is: 42",  # 0.5: the answer line is not the last
         "#### 41\n#### 42",  # 0.0: several #### lines (a model repeating them until cut off)
         "#### 42\n#### 42\n#### 42\n####",  # 0.0: the same, cut off mid-line
         "the #### 42 is inline",  # not line-anchored; no boxed -> 0.0
-        "so \\boxed{42}",  # 0.5
+        "6 x 7, so \\boxed{42}",  # 0.5: boxed after working
         "#### forty-two\n\\boxed{42}",  # a #### line that is no number: 0.0, boxed or not
         "\\boxed{x}",  # 0.0
         "42",  # 0.0
-        [{"role": "assistant", "content": "#### 7"}],  # 1.0
+        [{"role": "assistant", "content": "#### 7"}],  # 0.0: no working (the shortcut a run collapsed to)
+        "work\n#### 42",  # 0.0: words, but no number before the answer
+        [{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}],  # 1.0
+        "\\boxed{42}",  # 0.0: boxed with no working
     ]
-    assert format_reward(prompts=None, completions=completions) == [1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.0]
-    assert [has_answer_line(c) for c in completions] == [True, True, True, True, True, False, False, False, False, False, True]
+    assert format_reward(prompts=None, completions=completions) == [
+        1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert [has_answer_line(c) for c in completions] == [
+        True, True, True, True, True, False, False, False, False, False, True, True, True, False]
 
 
 def test_overlong_penalty_boundaries():
@@ -286,7 +291,7 @@ def test_scorer_passes_columns_and_completion_ids_and_keeps_metrics():
 
 
 def test_scorer_gsm8k_end_to_end():
-    completions = ["#### 72", "\\boxed{72}", "#### 7", "nothing"]
+    completions = ["48 + 24 = 72\n#### 72", "48 + 24 = \\boxed{72}", "4 + 3 = 7\n#### 7", "nothing"]
     batch = make_batch(completions=completions, completion_ids=[[0] * 2, [0] * 7, [0] * 8, [0] * 12], columns={"answer": [GOLD_RAW] * 4})
     scorer = RewardScorer(["correctness", "reward_fns.gsm8k:format_reward", overlong_penalty(10, 4)], weights=[1.0, 0.5, 1.0])
     assert scorer.names == ["correctness_reward", "format_reward", "overlong_penalty"]
