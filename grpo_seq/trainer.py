@@ -392,14 +392,24 @@ class GRPOTrainer:
             )
         if self.logger is not None:  # drop rows logged after the checkpoint: they will be logged again
             self.logger.close()
-            path_ = self.logger.path
-            kept = [ln for ln in path_.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= self.step_count] \
-                if path_.exists() else []
-            atomic_write_text(path_, "".join(ln + "\n" for ln in kept))
-            self.logger = JsonlLogger(path_)
+            metrics_path = self.logger.path
+            atomic_write_text(metrics_path, "".join(ln + "\n" for ln in self._rows_up_to(metrics_path, self.step_count)))
+            self.logger = JsonlLogger(metrics_path)
         acc.wait_for_everyone()
         self.resumed_from = folder
         return state.get("extra") or {}
+
+    @staticmethod
+    def _rows_up_to(path: Path, step: int) -> list[str]:
+        """The lines of a metrics file up to ``step`` (a line cut by a kill is dropped)."""
+        kept = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except ValueError:
+                continue
+        return kept
 
     def close(self) -> None:
         if self.logger is not None:

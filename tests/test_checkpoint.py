@@ -174,3 +174,21 @@ def test_resume_command_replaces_an_earlier_resume_flag():
     assert resume_command("runs/x", argv) == (
         "python recipes/cartpole.py --seed 3 --output_dir runs/x --resume_from runs/x"
     )
+
+
+def test_resume_after_kill_9_drops_later_rows_and_a_half_written_line(tmp_path):
+    t = cartpole_trainer(tmp_path)
+    for _ in range(2):
+        t.step()
+    t.save_checkpoint()
+    for _ in range(2):
+        t.step()
+    t.close()
+    with open(tmp_path / "metrics.jsonl", "a") as fh:
+        fh.write('{"step": 5, "reward/me')  # the write a kill -9 interrupted
+    resumed = cartpole_trainer(tmp_path)
+    resumed.resume(tmp_path)
+    resumed.step()
+    resumed.close()
+    steps = [json.loads(ln)["step"] for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]

@@ -51,3 +51,20 @@ def test_recipe_record_flag_writes_the_trained_agent(tmp_path):
         assert gif.n_frames == video["frames"] == video["return"]
     assert f"greedy episode: {video['frames']} steps" in res.stdout
     assert (tmp_path / "curves.png").exists()
+
+
+def test_mp4_goes_through_ffmpeg_when_it_is_installed(tmp_path, monkeypatch):
+    # A stand-in ffmpeg that stores the raw frames it is piped: checks what we hand to the real one.
+    fake = tmp_path / "bin/ffmpeg"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nfor a; do last="$a"; done\necho "$@" > "$last.args"\ncat > "$last"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(4, 2)
+    info = record_episode(policy, "CartPole-v1", tmp_path / "a.gif", seed=1, scale=0.25, fps=25)
+    mp4 = Path(info["mp4"])
+    assert mp4 == tmp_path / "a.mp4"
+    assert mp4.stat().st_size == info["frames"] * 150 * 100 * 3  # every frame, rgb24, 150 x 100
+    args = mp4.with_name("a.mp4.args").read_text().split()
+    assert args[args.index("-s") + 1] == "150x100" and args[args.index("-r") + 1] == "25"
