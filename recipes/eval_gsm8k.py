@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import HfArgumentParser
 
+from grpo_seq.cli import parse_config
 from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, greedy_completions, load_rows
 from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
@@ -82,4 +82,4 @@ def main(cfg: EvalConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(HfArgumentParser(EvalConfig).parse_args_into_dataclasses()[0])
+    main(parse_config(EvalConfig))
