@@ -119,3 +119,27 @@ def test_gsm8k_recipe_names_a_missing_column_and_a_missing_model(tmp_path, tiny_
     assert res.returncode != 0 and "no 'question' column" in res.stderr and str(bad) in res.stderr
     res = run(["recipes/gsm8k_tiny.py", "--model", str(tmp_path / "nope"), "--dataset", str(FIXTURE)])
     assert res.returncode != 0 and "no such folder" in res.stderr
+
+
+def test_gsm8k_recipe_resumed_from_its_checkpoint_ends_like_one_run(tmp_path, tiny_model):
+    # Constant learning rate: a run of 3 steps, resumed to 5, is the same run as 5 steps at once.
+    common = ["recipes/gsm8k_tiny.py", "--model", str(tiny_model), "--dataset", str(FIXTURE),
+              "--max_completion_length", "8", "--beta", "0.04", "--learning_rate", "1e-3", "--log_completions_every", "0"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert run([*common, "--max_steps", "5", "--output_dir", str(whole)]).returncode == 0
+    res = run([*common, "--max_steps", "3", "--output_dir", str(cut)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = run([*common, "--max_steps", "5", "--resume_from", str(cut)])  # the run folder: its newest checkpoint
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    def rows(d):
+        return [{k: v for k, v in json.loads(ln).items() if not k.startswith("perf/") or k == "perf/tokens_total"}
+                for ln in (d / "metrics.jsonl").read_text().splitlines()]
+
+    assert rows(cut) == rows(whole)  # six prompts, two a step: the prompt order crossed an epoch
+    from safetensors.torch import load_file
+
+    a, b = load_file(whole / "model/model.safetensors"), load_file(cut / "model/model.safetensors")
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    summary = json.loads((cut / "summary.json").read_text())
+    assert summary["steps"] == 5 and "reward_first_2_steps" in summary  # the history before the resume counts
