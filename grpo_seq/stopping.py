@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any, Callable, Iterator
 
 import torch
 
-__all__ = ["GracefulStop", "resume_command"]
+__all__ = ["GracefulStop", "resume_command", "checkpoint_on_error"]
 
 
 class GracefulStop:
@@ -84,3 +86,21 @@ def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:
             continue
         kept.append(a)
     return shlex.join(["python", argv[0], *kept, "--resume_from", str(run_dir)])
+
+
+@contextlib.contextmanager
+def checkpoint_on_error(trainer: Any, extra: Callable[[], dict] | None, run_dir: str | Path) -> Iterator[None]:
+    """On an exception in the block (a reward function that raises at step 500, a full disk, a
+    bad batch), checkpoint the steps completed so far before the error propagates, and say how
+    to resume once the cause is fixed. A failed step never reaches the optimizer, so the
+    checkpoint is consistent. Single-process only: with several processes the others would
+    wait for the failed one forever (the launcher stops them all instead)."""
+    start = trainer.step_count
+    try:
+        yield
+    except Exception:
+        if trainer.accelerator.num_processes == 1 and trainer.output_dir is not None and trainer.step_count > start:
+            path = trainer.save_checkpoint(extra)
+            print(f"error during step {trainer.step_count + 1}: the {trainer.step_count} steps done are saved in "
+                  f"{path}; once the cause is fixed, resume with: {resume_command(run_dir)}", file=sys.stderr, flush=True)
+        raise

@@ -43,7 +43,7 @@ from grpo_seq.cli import parse_config
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
-from grpo_seq.stopping import GracefulStop, resume_command
+from grpo_seq.stopping import GracefulStop, checkpoint_on_error, resume_command
 from grpo_seq.tracking import tracker_kwargs
 
 
@@ -136,7 +136,7 @@ def main() -> None:
 
     bar = tqdm(total=args.total_env_steps, initial=min(trainer.env_steps, args.total_env_steps), unit="step",
                disable=not main_proc, desc=args.env_id)
-    with GracefulStop() as stop:
+    with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, args.output_dir):
         while trainer.env_steps < args.total_env_steps:
             m = trainer.step(progress=trainer.env_steps / args.total_env_steps)
             bar.update(min(trainer.env_steps, args.total_env_steps) - bar.n)

@@ -41,7 +41,7 @@ from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, 
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
-from grpo_seq.stopping import GracefulStop, resume_command
+from grpo_seq.stopping import GracefulStop, checkpoint_on_error, resume_command
 from grpo_seq.tracking import tracker_kwargs
 from reward_fns import overlong_penalty
 
@@ -206,7 +206,7 @@ def main(cfg: GSM8KConfig) -> dict:
     accuracy_key = "reward/correctness_reward"
     bar = tqdm(range(trainer.step_count, cfg.max_steps), disable=not main_proc, desc="gsm8k", unit="step",
                initial=trainer.step_count, total=cfg.max_steps)
-    with GracefulStop() as stop:
+    with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
         for _ in bar:
             m = trainer.step(progress=trainer.step_count / cfg.max_steps)
             history.append(m)

@@ -143,3 +143,28 @@ def test_gsm8k_recipe_resumed_from_its_checkpoint_ends_like_one_run(tmp_path, ti
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
     summary = json.loads((cut / "summary.json").read_text())
     assert summary["steps"] == 5 and "reward_first_2_steps" in summary  # the history before the resume counts
+
+
+FLAKY = '''
+calls = {"n": 0}
+
+
+def flaky(completions, **kwargs):
+    calls["n"] += 1
+    if calls["n"] == 3:
+        raise RuntimeError("the judge service is down")
+    return [float(len(c[0]["content"]) % 3) for c in completions]
+'''
+
+
+def test_an_error_mid_run_keeps_the_steps_done_in_a_checkpoint(tmp_path, tiny_model):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "judge.py").write_text(FLAKY)
+    run_dir = tmp_path / "run"
+    res = run(["recipes/gsm8k_tiny.py", "--model", str(tiny_model), "--dataset", str(FIXTURE), "--max_steps", "5",
+               "--max_completion_length", "8", "--reward_fns", "judge:flaky", "--output_dir", str(run_dir)], extra_path=pkg)
+    assert res.returncode != 0
+    assert "reward function 'flaky' raised RuntimeError: the judge service is down" in res.stderr
+    assert "error during step 3: the 2 steps done are saved in" in res.stderr and f"--resume_from {run_dir}" in res.stderr
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step_00000002"]
