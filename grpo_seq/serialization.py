@@ -101,7 +101,7 @@ def load_policy(directory: str | os.PathLike) -> nn.Module:
     if cfg.get("class") not in _POLICY_CLASSES:
         raise ValueError(f"{cfg_path}: unknown policy class {cfg.get('class')!r}; known: {sorted(_POLICY_CLASSES)}")
     policy = _POLICY_CLASSES[cfg["class"]](**cfg["kwargs"])
-    policy.load_state_dict(load_file(str(weights_path)))
+    load_policy_weights(policy, directory)
     return policy.eval()
 
 

@@ -62,6 +62,15 @@ class GracefulStop:
             signal.signal(s, handler)
         self._previous.clear()
 
+    def checkpoint_and_exit(self, trainer: Any, extra: Callable[[], dict] | None, run_dir: str | Path) -> None:
+        """Write a checkpoint of the steps done, print how to resume (main process), and exit
+        with :attr:`exit_code`; every process calls it."""
+        path = trainer.save_checkpoint(extra)
+        if trainer.accelerator.is_main_process:
+            print(f"{self.signal_name} received: stopped after step {trainer.step_count}; checkpoint written to "
+                  f"{path}.\nResume with: {resume_command(run_dir)}", flush=True)
+        sys.exit(self.exit_code)
+
     def agreed(self, accelerator=None) -> bool:
         """Whether any process was asked to stop; all processes get the same answer (one tiny
         all-reduce per call when there are several), so they checkpoint and exit together."""

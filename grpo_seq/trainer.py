@@ -123,7 +123,6 @@ class GRPOTrainer:
         self.step_count = 0
         self.env_steps = 0
         self.last_batch: RolloutBatch | None = None
-        self.resumed_from: Path | None = None
         self.output_dir = Path(config.output_dir) if config.output_dir else None
         self.logger = None
         if self.output_dir is not None and self.accelerator.is_main_process:
@@ -396,7 +395,6 @@ class GRPOTrainer:
             atomic_write_text(metrics_path, "".join(ln + "\n" for ln in self._rows_up_to(metrics_path, self.step_count)))
             self.logger = JsonlLogger(metrics_path)
         acc.wait_for_everyone()
-        self.resumed_from = folder
         return state.get("extra") or {}
 
     @staticmethod

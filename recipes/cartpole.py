@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from grpo_seq.cli import parse_config
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
-from grpo_seq.stopping import GracefulStop, checkpoint_on_error, resume_command
+from grpo_seq.stopping import GracefulStop, checkpoint_on_error
 from grpo_seq.tracking import tracker_kwargs
 
 
@@ -156,13 +155,8 @@ def main() -> None:
             bar.set_postfix(ret=f"{m['reward/mean']:.0f}", eval=f"{last_eval if last_eval is not None else 0:.0f}")
             trainer.maybe_save_checkpoint(loop_state)
             if stop.agreed(accelerator):
-                path = trainer.save_checkpoint(loop_state)
                 bar.close()
-                if main_proc:
-                    print(f"{stop.signal_name} received: stopped after step {trainer.step_count} "
-                          f"({trainer.env_steps} env steps); checkpoint written to {path}.\n"
-                          f"Resume with: {resume_command(args.output_dir)}", flush=True)
-                sys.exit(stop.exit_code)
+                stop.checkpoint_and_exit(trainer, loop_state, args.output_dir)
     bar.close()
     seconds = time.perf_counter() - start
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, 
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
-from grpo_seq.stopping import GracefulStop, checkpoint_on_error, resume_command
+from grpo_seq.stopping import GracefulStop, checkpoint_on_error
 from grpo_seq.tracking import tracker_kwargs
 from reward_fns import overlong_penalty
 
@@ -220,12 +219,8 @@ def main(cfg: GSM8KConfig) -> dict:
                 tqdm.write(f"step {trainer.step_count}:\n{shown}")
             trainer.maybe_save_checkpoint(loop_state)
             if stop.agreed(accelerator):
-                path = trainer.save_checkpoint(loop_state)
                 bar.close()
-                if main_proc:
-                    print(f"{stop.signal_name} received: stopped after step {trainer.step_count}; checkpoint "
-                          f"written to {path}.\nResume with: {resume_command(cfg.output_dir)}", flush=True)
-                sys.exit(stop.exit_code)
+                stop.checkpoint_and_exit(trainer, loop_state, cfg.output_dir)
     bar.close()
     seconds = time.perf_counter() - start
 
