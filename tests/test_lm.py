@@ -116,7 +116,7 @@ def test_prompt_shared_scoring_equals_whole_sequences():
         loss.backward()
         return logp[sub.mask], [p.grad.clone() for p in model.parameters()]
 
-    calls = count_forwards(model)
+    calls = count_forwards(model.model)  # the decoder body: the policy applies the LM head itself
     # All 8 rows (2 prompt passes), and rows 2-6 (part of each group, shuffled order).
     for rows in (torch.arange(8), torch.tensor([6, 2, 5, 3, 4])):
         calls["grad"] = 0

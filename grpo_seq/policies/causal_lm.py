@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from ..batch import RolloutBatch
-from ..generation import sample_tokens, unsupported_reason
+from ..generation import _FAST_MODEL_TYPES, _decoder, sample_tokens, unsupported_reason
+from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
 __all__ = ["CausalLMPolicy"]
@@ -22,7 +23,8 @@ class CausalLMPolicy(nn.Module):
 
     The batch's ``context`` holds left-padded prompt ids with ``extras["prompt_mask"]``;
     ``tokens`` holds the right-padded completions. Only the completion positions go through
-    the LM head (``logits_to_keep``), so full-vocabulary logits are never built for the prompt.
+    the LM head, so full-vocabulary logits are never built for the prompt; for Llama and Qwen2
+    the head, log-softmax and gather run fused (:func:`grpo_seq.head_logprobs.head_logprobs`).
 
     Args:
         model: a ``transformers`` causal LM, or a peft model wrapping one (LoRA): then the
@@ -79,34 +81,54 @@ class CausalLMPolicy(nn.Module):
         prompt, prompt_mask, tokens = prompt[:, p0:], prompt_mask[:, p0:], tokens[:, :t_eff]
 
         share = self._shared_rows(batch.group, prompt)
+        fused = self._body_and_head()
+        run = self.model if fused is None else fused[0]
         if share is not None:
-            logits = self._prefix_shared_logits(prompt, prompt_mask, tokens, *share)
+            out = self._prefix_shared_pass(run, prompt, prompt_mask, tokens, *share, logits=fused is None)
         else:
-            logits = self._full_logits(prompt, prompt_mask, tokens)
-        logp = token_logprobs(logits, tokens)
-        entropy = None
-        if with_entropy:
-            with torch.no_grad():
-                entropy = torch.cat([token_entropy(chunk) for chunk in logits.detach().split(8, dim=1)], dim=1)
+            out = self._full_pass(run, prompt, prompt_mask, tokens, logits=fused is None)
+        if fused is not None:
+            head = fused[1]
+            logp, entropy = head_logprobs(out, head.weight, tokens, head.bias, with_entropy=with_entropy)
+        else:
+            logp = token_logprobs(out, tokens)
+            entropy = None
+            if with_entropy:
+                with torch.no_grad():
+                    entropy = torch.cat([token_entropy(chunk) for chunk in out.detach().split(8, dim=1)], dim=1)
         pad = T - t_eff
         if pad:
             logp = nn.functional.pad(logp, (0, pad))
             entropy = nn.functional.pad(entropy, (0, pad)) if entropy is not None else None
         return logp, entropy
 
-    def _full_logits(self, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor) -> Tensor:
-        """Logits predicting each completion token, from one pass over prompt + completion."""
+    def _body_and_head(self) -> tuple[nn.Module, nn.Linear] | None:
+        """``(decoder body, lm_head)`` where the logits are exactly ``lm_head(body(...))``: the
+        log-probs then come from :func:`head_logprobs`, without a full logits tensor; None for
+        other models (they go through their own forward). A peft model's body carries its
+        adapters, as in generation."""
+        lm = _decoder(self.model)
+        head = getattr(lm, "lm_head", None)
+        body = getattr(lm, "model", None)
+        if getattr(lm.config, "model_type", None) not in _FAST_MODEL_TYPES or type(head) is not nn.Linear or body is None:
+            return None
+        return body, head
+
+    @staticmethod
+    def _full_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, logits: bool) -> Tensor:
+        """What predicts each completion token (``(B, T, V)`` logits from the model, or
+        ``(B, T, H)`` last hidden states from its body), from one pass over prompt + completion."""
         t_eff = tokens.shape[1]
         input_ids = torch.cat([prompt, tokens], dim=1)
         attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
         # Left padding shifts positions; generate() counts them from the attention mask, so
         # scoring must too or log-probs would not match sampling.
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        # Logits at position i predict token i + 1: the last t_eff + 1 positions, minus the last.
-        return self.model(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-            logits_to_keep=t_eff + 1, use_cache=False,
-        ).logits[:, :-1]
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        # Position i predicts token i + 1: the last t_eff + 1 positions, minus the last.
+        if logits:
+            return run(**kwargs, logits_to_keep=t_eff + 1).logits[:, :-1]
+        return run(**kwargs).last_hidden_state[:, -(t_eff + 1):-1]
 
     @property
     def _checkpointing(self) -> bool:
@@ -129,30 +151,31 @@ class CausalLMPolicy(nn.Module):
             return None  # a group label that does not mean "same prompt": score rows apart
         return first, inverse
 
-    def _prefix_shared_logits(self, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, first: Tensor,
-                              inverse: Tensor) -> Tensor:
-        """The same logits as :meth:`_full_logits`, with each distinct prompt run once.
+    @staticmethod
+    def _prefix_shared_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, first: Tensor,
+                            inverse: Tensor, logits: bool) -> Tensor:
+        """The same as :meth:`_full_pass`, with each distinct prompt run once.
 
         The G completions of a prompt attend to one copy of its keys and values (gathered per
         row, so gradients from every completion flow back into the one prompt pass): the
         prompt's share of the forward and backward cost drops G-fold, the result is unchanged.
         """
         pm = prompt_mask.long()[first]
-        head = self.model(
-            input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
-            use_cache=True, logits_to_keep=1,
-        )
+        extra = {"logits_to_keep": 1} if logits else {}
+        head = run(input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
+                   use_cache=True, **extra)
         cache = head.past_key_values
         cache.batch_select_indices(inverse)
         t_eff = tokens.shape[1]
         attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
         position_ids = pm.sum(-1)[inverse, None] + torch.arange(t_eff, device=tokens.device)
-        tail = self.model(
-            input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
-            past_key_values=cache, use_cache=True, logits_to_keep=t_eff,
-        )
+        extra = {"logits_to_keep": t_eff} if logits else {}
+        tail = run(input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
+                   past_key_values=cache, use_cache=True, **extra)
         # The last prompt position predicts the first completion token.
-        return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
+        if logits:
+            return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
+        return torch.cat([head.last_hidden_state[inverse, -1:], tail.last_hidden_state[:, :-1]], dim=1)
 
     def _generation_model(self) -> nn.Module:
         """The model to sample from: itself, or under 16-bit autocast its 16-bit copy, re-cast
