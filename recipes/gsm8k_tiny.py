@@ -104,7 +104,9 @@ class GSM8KConfig(GRPOConfig):
     num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
     num_groups: int = field(default=2, metadata={"help": "Prompts per step on each process."})
     learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
-    micro_batch_size: int = field(default=4, metadata={"help": "Completions per forward/backward pass."})
+    micro_batch_size: int = field(
+        default=8, metadata={"help": "Completions per forward/backward pass (0: the whole batch; lower it to save memory)."}
+    )
 
 
 def dataset_name(dataset: str) -> str:
