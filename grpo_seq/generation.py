@@ -133,7 +133,7 @@ def _inplace_layer_class():
 # -- which models ------------------------------------------------------------------------------
 
 
-def _decoder(model: nn.Module) -> nn.Module:
+def unwrap_peft(model: nn.Module) -> nn.Module:
     """The module to call: a LoRA-style peft model injects its adapters into the wrapped model's
     layers, so calling that model directly runs with the adapters (as peft's own forward does)."""
     if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
@@ -162,7 +162,7 @@ def unsupported_reason(model: nn.Module, generation_kwargs: dict[str, Any]) -> s
         cfg = model.peft_config.get(active) if isinstance(active, str) else None
         if cfg is None or getattr(cfg, "is_prompt_learning", False):
             return "peft prompt learning (or several active adapters)"
-    base = _decoder(model)
+    base = unwrap_peft(model)
     config = getattr(base, "config", None)
     if config is None or not hasattr(base, "generate"):
         return "not a transformers generative model"
@@ -182,13 +182,13 @@ def unsupported_reason(model: nn.Module, generation_kwargs: dict[str, Any]) -> s
 # -- a direct decoding step for Llama-style models ----------------------------------------------
 
 
-_FAST_MODEL_TYPES = ("llama", "qwen2")  # same block: RMSNorm, rotary q/k (qwen2: q/k/v biases), GQA, SwiGLU
+LLAMA_LIKE_MODEL_TYPES = ("llama", "qwen2")  # same block: RMSNorm, rotary q/k (qwen2: q/k/v biases), GQA, SwiGLU
 
 
 def _fast_step_unsupported(model: nn.Module) -> str | None:
     """Why :class:`LlamaDecodeStep` cannot run ``model`` (then the model's own forward decodes)."""
     config = getattr(model, "config", None)
-    if getattr(config, "model_type", None) not in _FAST_MODEL_TYPES:
+    if getattr(config, "model_type", None) not in LLAMA_LIKE_MODEL_TYPES:
         return f"model type {getattr(config, 'model_type', None)!r}"
     if getattr(config, "hidden_act", None) != "silu" or getattr(config, "pretraining_tp", 1) != 1:
         return "activation / tensor-parallel layout"
@@ -398,7 +398,7 @@ def sample_tokens(
     if pad is None:
         pad = eos[0] if eos else 0
 
-    decoder = _decoder(model)
+    decoder = unwrap_peft(model)
     device = input_ids.device
     G = num_return_sequences
     B0, P = input_ids.shape

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..batch import RolloutBatch
-from ..generation import _FAST_MODEL_TYPES, _decoder, sample_tokens, unsupported_reason
+from ..generation import LLAMA_LIKE_MODEL_TYPES, unwrap_peft, sample_tokens, unsupported_reason
 from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
@@ -107,10 +107,10 @@ class CausalLMPolicy(nn.Module):
         log-probs then come from :func:`head_logprobs`, without a full logits tensor; None for
         other models (they go through their own forward). A peft model's body carries its
         adapters, as in generation."""
-        lm = _decoder(self.model)
+        lm = unwrap_peft(self.model)
         head = getattr(lm, "lm_head", None)
         body = getattr(lm, "model", None)
-        if getattr(lm.config, "model_type", None) not in _FAST_MODEL_TYPES or type(head) is not nn.Linear or body is None:
+        if getattr(lm.config, "model_type", None) not in LLAMA_LIKE_MODEL_TYPES or type(head) is not nn.Linear or body is None:
             return None
         return body, head
 
