@@ -23,7 +23,7 @@ _CHUNK_BYTES = 1 << 20  # rows of float32 logits visited at once: well inside a 
 class _HeadLogProbs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor | None, tokens: Tensor,
-                with_entropy: bool) -> tuple[Tensor, Tensor]:
+                with_entropy: bool, temperature: float) -> tuple[Tensor, Tensor]:
         # addmm as nn.Linear does: in 16-bit, adding the bias after rounding would differ.
         logits = torch.mm(hidden, weight.t()) if bias is None else torch.addmm(bias, hidden, weight.t())
         N, V = logits.shape
@@ -34,6 +34,8 @@ class _HeadLogProbs(torch.autograd.Function):
         for s in range(0, N, rows):
             chunk = logits[s:s + rows]
             lf = chunk.float()  # a view in float32, a small copy in 16-bit
+            if temperature != 1.0:
+                lf /= temperature
             lf -= torch.logsumexp(lf, -1, keepdim=True)  # log-probs
             logp[s:s + rows] = lf.gather(1, tokens[s:s + rows, None]).squeeze(1)
             if with_entropy or keep:
@@ -46,6 +48,7 @@ class _HeadLogProbs(torch.autograd.Function):
         if keep:
             ctx.save_for_backward(hidden, weight, tokens, logits)
             ctx.has_bias = bias is not None
+            ctx.temperature = temperature
             ctx.spent = False
         return logp, entropy
 
@@ -56,19 +59,20 @@ class _HeadLogProbs(torch.autograd.Function):
                                "(its saved probabilities became the gradient)")
         ctx.spent = True
         hidden, weight, tokens, probs = ctx.saved_tensors
-        g = grad_logp.float()
-        grad = probs  # d logp_i / d logits_i = onehot(token_i) - p_i, scaled by g_i, in place
+        g = grad_logp.float() / ctx.temperature
+        grad = probs  # d logp_i / d logits_i = (onehot(token_i) - p_i) / T, times g_i, in place
         grad.mul_(-g.to(grad.dtype)[:, None])
         grad.index_put_((torch.arange(len(tokens), device=grad.device), tokens), g.to(grad.dtype), accumulate=True)
         grad_hidden = grad @ weight if ctx.needs_input_grad[0] else None
         grad_weight = grad.t() @ hidden if ctx.needs_input_grad[1] else None
         grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_hidden, grad_weight, grad_bias, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
 def head_logprobs(hidden: Tensor, weight: Tensor, tokens: Tensor, bias: Tensor | None = None,
-                  with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-    """``log softmax(hidden @ weight.T + bias)[token]`` and, when asked, the entropy, per row.
+                  with_entropy: bool = False, temperature: float = 1.0) -> tuple[Tensor, Tensor | None]:
+    """``log softmax((hidden @ weight.T + bias) / temperature)[token]`` and, when asked, the
+    entropy of that distribution, per row.
 
     ``hidden`` ``(..., H)``, ``weight`` ``(V, H)``, ``tokens`` ``(...)``; returns float32
     ``(...)`` log-probs (differentiable in ``hidden``, ``weight`` and ``bias``) and the entropy
@@ -84,5 +88,5 @@ def head_logprobs(hidden: Tensor, weight: Tensor, tokens: Tensor, bias: Tensor |
     w = weight.to(dtype)
     b = bias.to(dtype) if bias is not None else None
     with torch.autocast(device, enabled=False):
-        logp, entropy = _HeadLogProbs.apply(h, w, b, tokens.reshape(-1).long(), with_entropy)
+        logp, entropy = _HeadLogProbs.apply(h, w, b, tokens.reshape(-1).long(), with_entropy, float(temperature))
     return logp.view(shape), entropy.view(shape) if with_entropy else None

@@ -94,3 +94,38 @@ def test_policy_log_probs_and_gradients_equal_the_models_own_logits_path(monkeyp
     torch.testing.assert_close(fused[1], plain[1], atol=1e-5, rtol=0)
     for f, p in zip(fused[2], plain[2]):
         torch.testing.assert_close(f, p, atol=1e-6, rtol=1e-4)
+
+
+def test_temperature_divides_the_logits_in_values_and_gradients():
+    args = leaves(4, v=9_000)
+    scaled = lambda h, w, b, t: reference(h, w / 0.7, b / 0.7, t)  # noqa: E731  (logits / 0.7)
+    lp_ref, ent_ref, g_ref = grads(scaled, *args)
+    lp, ent, g = grads(lambda h, w, b, t: head_logprobs(h, w, t, b, with_entropy=True, temperature=0.7), *args)
+    torch.testing.assert_close(lp, lp_ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent, ent_ref, atol=1e-5, rtol=0)
+    for ours, theirs in zip(g, g_ref):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_policy_scores_sampled_tokens_under_the_sampling_temperature(fused, monkeypatch):
+    """Tokens drawn at temperature 0.7 are scored as log softmax(logits / 0.7): the log-probs of
+    the distribution they came from (what the ratio and the policy gradient are about)."""
+    model, tok = make_tiny_lm()
+    policy = CausalLMPolicy(model, tok)
+    if not fused:
+        monkeypatch.setattr(CausalLMPolicy, "_body_and_head", lambda self: None)
+    torch.manual_seed(5)
+    batch = make_sampler(tok, max_completion_length=8, temperature=0.7).sample(policy)
+    assert batch.extras["temperature"] == 0.7
+    with torch.no_grad():
+        logp, _ = policy(batch)
+        prompt, pm = batch.context, batch.extras["prompt_mask"]
+        ids = torch.cat([prompt, batch.tokens], 1)
+        att = torch.cat([pm.long(), torch.ones_like(batch.tokens)], 1)
+        logits = model(input_ids=ids, attention_mask=att, position_ids=(att.cumsum(-1) - 1).clamp(min=0)).logits
+        logits = logits[:, prompt.shape[1] - 1:-1]
+        at_07 = token_logprobs(logits / 0.7, batch.tokens)
+        at_1 = token_logprobs(logits, batch.tokens)
+    torch.testing.assert_close(logp[batch.mask], at_07[batch.mask], atol=1e-5, rtol=0)
+    assert (logp[batch.mask] - at_1[batch.mask]).abs().max() > 1e-2  # temperature 1 would be another distribution

@@ -65,7 +65,10 @@ class CausalLMPolicy(nn.Module):
             yield
 
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
-        """Per-token log-probs (and entropies, when asked) ``(B, T)`` of the completion tokens.
+        """Per-token log-probs (and entropies, when asked) ``(B, T)`` of the completion tokens,
+        under the distribution they were sampled from: logits divided by
+        ``batch.extras["temperature"]`` (1 when absent). Scoring at temperature 1 tokens drawn
+        at 0.7 would follow the gradient of another distribution than the one sampled.
 
         Columns that are padding in every row of this batch (prompt on the left, completion on
         the right) are cut before the forward pass, which matters for micro-batches; the
@@ -87,10 +90,14 @@ class CausalLMPolicy(nn.Module):
             out = self._prefix_shared_pass(run, prompt, prompt_mask, tokens, *share, logits=fused is None)
         else:
             out = self._full_pass(run, prompt, prompt_mask, tokens, logits=fused is None)
+        # The distribution the tokens were drawn from: the sampler's temperature scales the logits.
+        temperature = float(batch.extras.get("temperature", 1.0))
         if fused is not None:
             head = fused[1]
-            logp, entropy = head_logprobs(out, head.weight, tokens, head.bias, with_entropy=with_entropy)
+            logp, entropy = head_logprobs(out, head.weight, tokens, head.bias, with_entropy, temperature)
         else:
+            if temperature != 1.0:
+                out = out.float() / temperature
             logp = token_logprobs(out, tokens)
             entropy = None
             if with_entropy:

@@ -187,6 +187,7 @@ class LMGroupSampler:
             rewards=torch.zeros(len(rows) * G, device=device),
             extras={
                 "prompt_mask": prompt_mask.repeat_interleave(G, 0),
+                "temperature": self.sampling["temperature"],  # the policy scores under the sampled distribution
                 "prompts": [p for p in prompts for _ in range(G)],
                 "prompt_texts": [t for t in texts for _ in range(G)],
                 "completions": completions,
