@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..batch import RolloutBatch
-from ..generation import LLAMA_LIKE_MODEL_TYPES, unwrap_peft, sample_tokens, unsupported_reason
+from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
 from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
