@@ -85,3 +85,46 @@ def test_trl_dapo_is_our_token_mean_over_the_whole_batch(beta):
     theirs, g_theirs = trl_loss(x, "dapo", beta, 0.2, 0.28)
     assert ours == pytest.approx(theirs, abs=1e-6)
     torch.testing.assert_close(g_ours, g_theirs, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
+    """TRL's own scoring (its fused LM head, logits / temperature) and our policy on the same
+    sampled completions: the same per-token log-probs and parameter gradients, so with the loss
+    test above the two trainers take the same update from the same batch. Prompts of one length:
+    TRL does not derive positions from a left-padded prompt's mask, where generation does."""
+    import copy
+
+    from trl.trainer import add_fused_lm_head
+
+    from grpo_seq import CausalLMPolicy, LMGroupSampler
+    from tiny_lm import make_tiny_lm
+
+    model, tok = make_tiny_lm()
+    rows = [{"prompt": [{"role": "user", "content": f"say {i}"}], "answer": str(i)} for i in range(4)]
+    policy = CausalLMPolicy(model, tok)
+    torch.manual_seed(7)
+    batch = LMGroupSampler(tok, rows, num_groups=2, group_size=3, max_completion_length=8,
+                           temperature=temperature).sample(policy)
+    assert bool(batch.extras["prompt_mask"].all())  # no left padding
+    theirs_model = copy.deepcopy(model)
+    add_fused_lm_head(theirs_model, temperature=temperature)
+
+    mask = batch.mask
+    weights = torch.randn(mask.shape, generator=torch.Generator().manual_seed(1)) * mask
+
+    def grads(m):
+        return [p.grad.clone() for p in m.parameters()]
+
+    logp, _ = policy(batch)
+    (logp * weights).sum().backward()
+    ids = torch.cat([batch.context, batch.tokens], 1)
+    att = torch.cat([batch.extras["prompt_mask"].long(), mask.long()], 1)
+    keep = batch.tokens.shape[1]
+    labels = ids.masked_fill(att == 0, -100)
+    labels[:, :-keep] = -100
+    trl_logp = theirs_model(input_ids=ids, attention_mask=att, labels=labels, fused_lm_head=True).log_probs[:, -keep:]
+    (trl_logp * weights).sum().backward()
+    torch.testing.assert_close(logp[mask], trl_logp[mask], atol=1e-5, rtol=0)
+    for ours, trls in zip(grads(model), grads(theirs_model)):
+        torch.testing.assert_close(ours, trls, atol=1e-5, rtol=1e-4)
