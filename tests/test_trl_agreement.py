@@ -90,9 +90,8 @@ def test_trl_dapo_is_our_token_mean_over_the_whole_batch(beta):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
     """TRL's own scoring (its fused LM head, logits / temperature) and our policy on the same
-    sampled completions: the same per-token log-probs and parameter gradients, so with the loss
-    test above the two trainers take the same update from the same batch. Prompts of one length:
-    TRL does not derive positions from a left-padded prompt's mask, where generation does."""
+    sampled completions, one prompt left-padded: the same per-token log-probs and parameter
+    gradients, so with the loss test above the two trainers take the same update from the same batch."""
     import copy
 
     from trl.trainer import add_fused_lm_head
@@ -101,12 +100,12 @@ def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
     from tiny_lm import make_tiny_lm
 
     model, tok = make_tiny_lm()
-    rows = [{"prompt": [{"role": "user", "content": f"say {i}"}], "answer": str(i)} for i in range(4)]
+    rows = [{"prompt": [{"role": "user", "content": "say " + "!" * (5 * i)}], "answer": str(i)} for i in range(4)]
     policy = CausalLMPolicy(model, tok)
     torch.manual_seed(7)
     batch = LMGroupSampler(tok, rows, num_groups=2, group_size=3, max_completion_length=8,
                            temperature=temperature).sample(policy)
-    assert bool(batch.extras["prompt_mask"].all())  # no left padding
+    assert not bool(batch.extras["prompt_mask"].all())  # the shorter prompt is left-padded
     theirs_model = copy.deepcopy(model)
     add_fused_lm_head(theirs_model, temperature=temperature)
 
