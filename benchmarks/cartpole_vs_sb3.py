@@ -7,12 +7,13 @@ Needs the `bench` extra (`pip install -e ".[bench]"`: stable-baselines3, matplot
 What runs: for each seed, ours and then SB3 (alternating, so machine drift hits both alike),
 each in its own subprocess so that every figure, peak memory included, belongs to one run:
 - ours: `python recipes/cartpole.py --seed S --eval_every E` with the
-  recipe's defaults otherwise (GRPO, G=4 episodes x 4 groups on the numpy-vectorised env);
+  recipe's defaults otherwise (GRPO, one group of G = 2 episodes per update, one gymnasium
+  CartPole env per episode);
 - SB3: this script re-invoked with a hidden `--worker sb3` flag: PPO("MlpPolicy") with rl-zoo3's
   hyperparameters for CartPole-v1 (8 envs from `make_vec_env`, n_steps 32, batch 256,
   gae_lambda 0.8, gamma 0.98, 20 epochs, no entropy bonus, learning rate 1e-3 and clip range
   0.2 both decayed linearly to 0), on the CPU like ours.
-Each runs with its own default budget (the recipe's 250k env steps, rl-zoo3's 100k for SB3;
+Each runs with its own default budget (the recipe's 50k env steps, rl-zoo3's 100k for SB3;
 both decay their learning rate linearly over it) unless `--total_env_steps` sets one for both;
 both get one torch thread: a 64-64 MLP is no faster on two (SB3 here: 5.6 s for 15k env steps on
 one thread, 6.4 s on two), and a second thread only contends with whatever else runs.
@@ -30,13 +31,13 @@ How it is measured, the same for both:
 - Wall seconds count from just before training (ours: the recipe's loop start; SB3: just
   before `model.learn`) and include the evaluations; "train s" subtracts the evaluation time.
   SB3 updates every 256 env steps, so it evaluates at nearly every multiple (100 times in 100k
-  steps); ours updates on 16 whole episodes (up to 8k env steps once it balances) and so
-  evaluates less often: compare "train s" where the evaluation count matters.
+  steps); ours updates on 2 whole episodes (up to 1k env steps once it balances) and so
+  evaluates a little less often: compare "train s" where the evaluation count matters.
 - Peak RSS is each worker process's own `ru_maxrss`. Ours imports accelerate, transformers'
   argument parser and tqdm; the SB3 worker imports grpo_seq.evaluation (a ~15 MiB extra).
-Differences that remain: SB3 steps a DummyVecEnv of 8 Python gym envs, ours one
-numpy-vectorised env of 16; SB3 collects fixed 256-step rollouts, ours whole episodes (so its
-env steps per update vary). An unsolved run counts as +inf in medians and ratios; the JSON
+Differences that remain: SB3 steps a DummyVecEnv of 8 Python gym envs, ours its 2 gym envs
+one by one, only those still running; SB3 collects fixed 256-step rollouts, ours whole
+episodes (so its env steps per update vary). An unsolved run counts as +inf in medians and ratios; the JSON
 writes +inf (and an undefined inf/inf ratio) as null.
 """
 

@@ -15,11 +15,13 @@ def _sample(env_id="CartPole-v1", groups=3, G=4, seed=0, **kw):
     return sampler, sampler.sample(policy)
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1"])
-def test_group_members_share_a_start_state_and_groups_differ(env_id):
-    # CartPole takes the fast path (state copied across the group's rows), Acrobot the
-    # generic one (every member reset with the group's seed); both must give the same guarantee.
-    sampler, batch = _sample(env_id, max_episode_steps=30)
+@pytest.mark.parametrize("env_id,groups,G", [("CartPole-v1", 3, 4), ("CartPole-v1", 3, 2), ("Acrobot-v1", 3, 4)])
+def test_group_members_share_a_start_state_and_groups_differ(env_id, groups, G):
+    # 12 CartPole episodes run as one numpy-vectorised env (state copied across the group's
+    # rows); 6, and any other env, one env per episode, each reset with its group's seed: both
+    # must give the same guarantee.
+    sampler, batch = _sample(env_id, groups, G, max_episode_steps=30)
+    assert sampler._vector == (env_id == "CartPole-v1" and groups * G >= 8)
     start = batch.context[:, 0].reshape(batch.num_groups, batch.group_size, -1)
     for g in range(batch.num_groups):
         assert torch.equal(start[g], start[g, :1].expand_as(start[g])), f"group {g} members start apart"
@@ -30,8 +32,9 @@ def test_group_members_share_a_start_state_and_groups_differ(env_id):
     assert any(not torch.equal(tokens[g, 0], tokens[g, 1]) for g in range(batch.num_groups))
 
 
-def test_mask_is_a_prefix_that_ends_at_the_episodes_own_termination():
-    sampler, batch = _sample(groups=4, G=4)
+@pytest.mark.parametrize("groups,G", [(4, 4), (2, 2)])  # vectorised, and one env per episode
+def test_mask_is_a_prefix_that_ends_at_the_episodes_own_termination(groups, G):
+    sampler, batch = _sample(groups=groups, G=G)
     lengths = batch.lengths()
     for i in range(batch.batch_size):
         L = int(lengths[i])

@@ -17,6 +17,10 @@ __all__ = ["EnvGroupSampler", "make_vector_env"]
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
 # a group's start state is shared by copying one column over the others.
 _STATE_COPY_ENVS = ("CartPole-v0", "CartPole-v1")
+# Fewer envs than this step faster one by one: the numpy-vectorised CartPole costs ~90 us a call
+# whatever the count (a few dozen numpy calls on tiny arrays), a single CartPoleEnv ~15 us, and
+# only the episodes still running need a call.
+_VECTOR_MIN_ENVS = 8
 
 
 def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None) -> tuple[gym.vector.VectorEnv, bool]:
@@ -38,9 +42,10 @@ class EnvGroupSampler:
     after that, autoresets included, never count). Per-step env rewards are kept for process
     supervision; the outcome reward is the episode return.
 
-    Start states: environments in ``_STATE_COPY_ENVS`` use the numpy-vectorised env and copy
-    one start state over the group's rows; any other environment is reset with the same seed
-    for every member of a group (a ``SyncVectorEnv``).
+    Start states: with ``_VECTOR_MIN_ENVS`` or more episodes, environments in
+    ``_STATE_COPY_ENVS`` run as one numpy-vectorised env and copy one start state over the
+    group's rows. Otherwise each episode has its own ``gym.make`` env, reset with its group's
+    seed, and only the episodes still running are stepped.
     """
 
     def __init__(
@@ -58,14 +63,21 @@ class EnvGroupSampler:
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
         self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
         self.num_envs = num_groups * group_size
-        self.envs, self._copy_state = make_vector_env(env_id, self.num_envs, env_kwargs)
-        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        self._vector = env_id in _STATE_COPY_ENVS and self.num_envs >= _VECTOR_MIN_ENVS
+        if self._vector:
+            self.envs, _ = make_vector_env(env_id, self.num_envs, env_kwargs)
+            obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+            spec = self.envs.spec
+        else:
+            self.env_list = [gym.make(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
+            obs_space, act_space = self.env_list[0].observation_space, self.env_list[0].action_space
+            spec = self.env_list[0].spec
         if not isinstance(act_space, gym.spaces.Discrete):
             raise ValueError(f"{env_id}: actions must be Discrete to be tokens, got {act_space}")
         if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
             raise ValueError(f"{env_id}: observations must be a flat Box, got {obs_space}")
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)
-        limit = max_episode_steps or (self.envs.spec.max_episode_steps if self.envs.spec else None)
+        limit = max_episode_steps or (spec.max_episode_steps if spec else None)
         if limit is None:
             raise ValueError(f"{env_id} has no time limit: pass max_episode_steps")
         self.max_episode_steps = int(limit)
@@ -76,15 +88,32 @@ class EnvGroupSampler:
 
     def _reset(self) -> np.ndarray:
         G = self.group_size
-        if self._copy_state:
-            obs, _ = self.envs.reset(seed=int(self.rng.integers(2**31 - 1)))
+        if self._vector:
+            self.envs.reset(seed=int(self.rng.integers(2**31 - 1)))
             state = self.envs.unwrapped.state  # (state_dim, num_envs)
             first = state[:, ::G]
             state[:] = np.repeat(first, G, axis=1)
             return state.T.astype(np.float32)
         group_seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
-        obs, _ = self.envs.reset(seed=[int(s) for s in np.repeat(group_seeds, G)])
-        return np.asarray(obs, dtype=np.float32)
+        return np.stack([
+            np.asarray(env.reset(seed=int(group_seeds[i // G]))[0], dtype=np.float32)
+            for i, env in enumerate(self.env_list)
+        ])
+
+    def _step(self, actions: np.ndarray, obs: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Step the running episodes; returns the new observations (``obs`` updated in place on
+        the one-by-one path) and the rewards, and clears ``alive`` where an episode ended."""
+        if self._vector:
+            obs, reward, terminated, truncated, _ = self.envs.step(actions)
+            alive &= ~(terminated | truncated)
+            return obs, reward
+        reward = np.zeros(self.num_envs, dtype=np.float32)
+        for i in np.flatnonzero(alive).tolist():
+            o, r, terminated, truncated, _ = self.env_list[i].step(int(actions[i]))
+            obs[i], reward[i] = o, r
+            if terminated or truncated:
+                alive[i] = False
+        return obs, reward
 
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
@@ -112,14 +141,14 @@ class EnvGroupSampler:
             mask_buf[t] = alive
             actions = act(obs)
             act_buf[t] = actions
-            obs, reward, terminated, truncated, _ = self.envs.step(actions)
-            rew_buf[t] = np.where(alive, reward, 0.0)
+            running = alive.copy()
+            obs, reward = self._step(actions, obs, alive)
+            rew_buf[t] = np.where(running, reward, 0.0)
             if not np.isfinite(rew_buf[t]).all():
                 raise ValueError(
                     f"{self.env_id} returned a non-finite reward (NaN or inf) at step {t} of an episode; "
                     "fix the environment, or wrap it (gymnasium.wrappers.TransformReward) to keep rewards finite"
                 )
-            alive &= ~(terminated | truncated)
             t += 1
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
         step_rewards = torch.from_numpy(np.ascontiguousarray(rew_buf[:t].T))
@@ -147,4 +176,5 @@ class EnvGroupSampler:
         self.env_steps = int(state["env_steps"])
 
     def close(self) -> None:
-        self.envs.close()
+        for env in [self.envs] if self._vector else self.env_list:
+            env.close()
