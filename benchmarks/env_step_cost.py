@@ -1,0 +1,93 @@
+"""What a CartPole env step costs: the numpy-vectorised env against one gym env per episode.
+
+    python benchmarks/env_step_cost.py --repeats 5
+
+EnvGroupSampler steps one `gym.make` env per episode (only the running ones) below
+`_VECTOR_MIN_ENVS` episodes, and the numpy-vectorised CartPole from there on. This prints,
+for several env counts, the median over --repeats of:
+- `vector`: one `step` call of the numpy-vectorised CartPole with n envs (microseconds);
+- `one by one`: n `step` calls, one per `gym.make("CartPole-v1")` env (microseconds);
+- `sampler`: process CPU time of `EnvGroupSampler.sample` per env step, on each path, for
+  groups of 2 episodes of a fixed random policy (whole episodes, both paths the same rollouts
+  in distribution).
+Process CPU time, one torch thread: the host's other load changes it less than wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler  # noqa: E402
+from grpo_seq.sampling import env as env_module  # noqa: E402
+
+
+def per_call_us(fn, calls: int) -> float:
+    t = time.process_time()
+    for _ in range(calls):
+        fn()
+    return 1e6 * (time.process_time() - t) / calls
+
+
+def step_costs(n: int, calls: int) -> tuple[float, float]:
+    vec = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+    vec.reset(seed=0)
+    actions = np.zeros(n, dtype=np.int64)
+    singles = [gym.make("CartPole-v1") for _ in range(n)]
+    for i, e in enumerate(singles):
+        e.reset(seed=i)
+
+    def one_by_one() -> None:
+        for i, e in enumerate(singles):
+            _, _, terminated, truncated, _ = e.step(i % 2)  # alternating pushes: long episodes, few resets
+            if terminated or truncated:
+                e.reset()
+
+    return per_call_us(lambda: vec.step(actions), calls), per_call_us(one_by_one, calls)
+
+
+def sampler_cost(groups: int, vector: bool, batches: int) -> float:
+    saved = env_module._VECTOR_MIN_ENVS
+    env_module._VECTOR_MIN_ENVS = 1 if vector else 10**9
+    try:
+        sampler = EnvGroupSampler("CartPole-v1", groups, 2, seed=0)
+    finally:
+        env_module._VECTOR_MIN_ENVS = saved
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions)
+    t = time.process_time()
+    for _ in range(batches):
+        sampler.sample(policy)
+    return 1e6 * (time.process_time() - t) / sampler.env_steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--envs", type=int, nargs="+", default=[2, 4, 8, 16])
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    print("| envs | vector step, us | one by one, us | sampler us/env step, vector | sampler us/env step, one by one |")
+    print("| --- | --- | --- | --- | --- |")
+    for n in a.envs:
+        costs = [step_costs(n, a.calls) for _ in range(a.repeats)]
+        groups = max(1, n // 2)
+        samp_vec = [sampler_cost(groups, True, 200 // groups) for _ in range(a.repeats)]
+        samp_one = [sampler_cost(groups, False, 200 // groups) for _ in range(a.repeats)]
+        med = statistics.median
+        print(f"| {n} | {med(c[0] for c in costs):.1f} | {med(c[1] for c in costs):.1f} | "
+              f"{med(samp_vec):.1f} | {med(samp_one):.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
