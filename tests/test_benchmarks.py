@@ -128,3 +128,36 @@ def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
     assert len(times) >= 20 and times == sorted(times)
     assert all(r > 50 for _, r in run["samples"][len(times) // 2:])  # a python process with torch: tens of MiB at least
     assert run["rss_mib_max_after_warmup"] >= run["rss_mib_end_of_warmup"] > 0
+
+
+def _lm_result(path: Path, seeds: list[int], rewards: dict[str, list[list[float]]], **settings) -> Path:
+    """A --out file as lm_vs_trl.py writes it: one fp32 cell, one run per system and seed."""
+    runs = [{"system": system, "seed": seed, "repeat": 0, "reward": r, "step_seconds": [2.0] * len(r),
+             "completion_tokens": [10.0] * len(r), "peak_rss_gib": 1.0, "step_seconds_median": 2.0 if system == "trl" else 1.0,
+             "completion_tokens_per_second": 5.0, "reward_mean": sum(r) / len(r)}
+            for system, per_seed in rewards.items() for seed, r in zip(seeds, per_seed)]
+    result = {"command": "x", "settings": {"steps": 2, "seeds": seeds, "systems": ["grpo-seq", "trl"], **settings},
+              "cells": [{"precision": "fp32", "beta": 0.0, "runs": runs}]}
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_path):
+    a = _lm_result(tmp_path / "a.json", [0], {"grpo-seq": [[0.0, 1.0]], "trl": [[0.5, 0.5]]})
+    b = _lm_result(tmp_path / "b.json", [1, 2], {"grpo-seq": [[0.0, 0.5], [0.3, 0.0]], "trl": [[0.0, 0.0], [0.1, 0.4]]})
+    out = tmp_path / "ab.json"
+    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(b), "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert d["settings"]["seeds"] == [0, 1, 2] and d["combined_from"] == [str(a), str(b)]
+    (cell,) = d["cells"]
+    assert cell["grpo-seq"]["reward_per_step"] == pytest.approx([0.1, 0.5])  # (0 + 0 + 0.3) / 3, (1 + 0.5 + 0) / 3
+    assert cell["trl"]["reward_per_step"] == pytest.approx([0.2, 0.3])
+    assert cell["grpo-seq"]["runs"] == cell["trl"]["runs"] == 3
+    assert cell["ratio_step_seconds_median"] == pytest.approx(0.5)
+
+    other = _lm_result(tmp_path / "c.json", [3], {"grpo-seq": [[0.0, 0.0]], "trl": [[0.0, 0.0]]}, temperature=1.0)
+    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(other), "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "c.json was run with other settings" in res.stderr and "temperature" in res.stderr
