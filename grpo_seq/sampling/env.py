@@ -17,9 +17,9 @@ __all__ = ["EnvGroupSampler", "make_vector_env"]
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
 # a group's start state is shared by copying one column over the others.
 _STATE_COPY_ENVS = ("CartPole-v0", "CartPole-v1")
-# Fewer envs than this step faster one by one: the numpy-vectorised CartPole costs ~90 us a call
-# whatever the count (a few dozen numpy calls on tiny arrays), a single CartPoleEnv ~15 us, and
-# only the episodes still running need a call.
+# Fewer envs than this step faster one by one: the numpy-vectorised CartPole costs 66 to 90 us a
+# call whatever the count (a few dozen numpy calls on tiny arrays), a single CartPoleEnv ~15 us,
+# and only the episodes still running need a call (benchmarks/env_step_cost.py).
 _VECTOR_MIN_ENVS = 8
 
 
