@@ -223,12 +223,15 @@ def summarise_cell(cell: dict, systems: list[str]) -> dict:
 
 def combine(files: list[Path]) -> dict:
     """The runs of several --out files (the same settings, other seeds) as one result."""
+    def shared(settings: dict) -> dict:  # what must match for runs to be comparable
+        return {k: v for k, v in settings.items() if k not in ("seeds", "seed", "out", "repeats", "combine")}
+
     results = [json.loads(f.read_text()) for f in files]
     first = results[0]
-    same = {k: v for k, v in first["settings"].items() if k not in ("seeds", "seed", "out", "repeats", "combine")}
+    same = shared(first["settings"])
     cells: dict[tuple, dict] = {}
     for f, res in zip(files, results):
-        other = {k: v for k, v in res["settings"].items() if k not in ("seeds", "seed", "out", "repeats", "combine")}
+        other = shared(res["settings"])
         if other != same:
             diff = sorted(k for k in same.keys() | other.keys() if same.get(k) != other.get(k))
             raise ValueError(f"--combine: {f} was run with other settings than {files[0]} ({', '.join(diff)})")
