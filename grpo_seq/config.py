@@ -52,6 +52,14 @@ class GRPOConfig:
             "(exactly: the loss is normalised by the whole minibatch's counts). 0: the whole minibatch at once."
         },
     )
+    skip_zero_advantage: bool = field(
+        default=True,
+        metadata={
+            "help": "With beta = 0, an output whose advantage is 0 at every token (its group's rewards all equal) "
+            "adds exactly nothing to the gradient: skip its forward and backward passes. The update is unchanged; "
+            "the ratio, clip and entropy statistics then cover the trained outputs only. Has no effect with beta > 0."
+        },
+    )
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
     epsilon_high: float | None = field(
         default=None, metadata={"help": "Upper clipping range (DAPO's clip-higher); defaults to epsilon."}

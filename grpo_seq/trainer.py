@@ -149,11 +149,26 @@ class GRPOTrainer:
         return lr
 
     @torch.no_grad()
-    def _score(self, policy: nn.Module, batch: RolloutBatch) -> Tensor:
-        """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients."""
+    def _score(self, policy: nn.Module, batch: RolloutBatch, rows: Tensor | None = None) -> Tensor:
+        """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients;
+        with ``rows`` (a bool mask over outputs) only those are scored and the others hold NaN."""
         micro = self.config.micro_batch_size or batch.batch_size
         idx = torch.arange(batch.batch_size, device=batch.tokens.device)
-        return torch.cat([policy(batch.select(c), with_entropy=False)[0] for c in idx.split(micro)])
+        if rows is None or bool(rows.all()):
+            return torch.cat([policy(batch.select(c), with_entropy=False)[0] for c in idx.split(micro)])
+        out = torch.full(batch.tokens.shape, float("nan"), device=batch.tokens.device)
+        for c in idx[rows].split(micro):
+            out[c] = policy(batch.select(c), with_entropy=False)[0].float()
+        return out
+
+    def _rows_with_gradient(self, batch: RolloutBatch) -> Tensor:
+        """``(B,)`` bool: the outputs whose loss has a gradient. With beta = 0 the loss of a token is
+        ``-min(r A, clip(r) A)``, exactly 0 with a zero gradient where A = 0: an output with A = 0 at
+        every token (a group whose rewards are all equal) needs no forward or backward pass. The
+        loss keeps the whole batch's counts in its denominators, so the update does not change."""
+        if self.config.skip_zero_advantage and self.config.beta == 0:
+            return ((batch.advantages != 0) & batch.mask).any(-1)
+        return torch.ones(batch.batch_size, dtype=torch.bool, device=batch.tokens.device)
 
     def step(self, progress: float | None = None) -> dict[str, float]:
         """One iteration: sample groups, score, compute advantages, ``mu`` update passes.
@@ -181,6 +196,7 @@ class GRPOTrainer:
         t_sample = time.perf_counter() - t0
 
         batch.advantages = compute_advantages(batch, cfg)
+        live = self._rows_with_gradient(batch)
         n_updates = cfg.mu * cfg.num_minibatches
         with acc.autocast():
             if self.ref_policy is not None:
@@ -189,7 +205,7 @@ class GRPOTrainer:
                 with self.policy.adapters_disabled():
                     batch.ref_logp = self._score(self.policy, batch)
             if n_updates > 1:  # with one update pi_old is pi_theta: its log-probs are the current ones, detached
-                batch.old_logp = self._score(self.policy, batch)
+                batch.old_logp = self._score(self.policy, batch, rows=live)
         self.last_batch = batch
 
         lr = self._set_lr(progress)
@@ -204,7 +220,11 @@ class GRPOTrainer:
             order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
             for k in range(cfg.num_minibatches):
                 idx = order[k * mb : (k + 1) * mb].to(acc.device)
-                chunks = idx.split(micro)
+                rows = idx[live[idx]]
+                # Every process must join the gradient all-reduce: one with nothing to train runs a
+                # zero-advantage row at ratio 1, whose loss and gradient are exactly 0.
+                stand_in = len(rows) == 0 and acc.num_processes > 1
+                chunks = (idx[:1] if stand_in else rows).split(micro) if len(rows) or stand_in else ()
                 mb_tokens = batch.mask[idx].sum()
                 mb_loss = torch.zeros((), device=acc.device)
                 for j, chunk in enumerate(chunks):
@@ -213,7 +233,7 @@ class GRPOTrainer:
                     sync = contextlib.nullcontext() if j == len(chunks) - 1 else acc.no_sync(self.model)
                     with sync:
                         logp_t, entropy_t = self.model(sub)
-                        old_logp_t = sub.old_logp if sub.old_logp is not None else logp_t.detach()
+                        old_logp_t = logp_t.detach() if sub.old_logp is None or stand_in else sub.old_logp
                         loss, stats = grpo_loss(
                             logp_t, old_logp_t, sub.advantages, sub.mask,
                             eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, beta=cfg.beta,
@@ -222,12 +242,17 @@ class GRPOTrainer:
                         )
                         acc.backward(loss)
                     mb_loss += loss.detach()
+                    if stand_in:
+                        continue
                     # Statistics are token means: weight each micro-batch by its token count.
                     n = sub.mask.sum()
                     stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
                     for name, v in stats.items():
                         token_sums[name] = token_sums.get(name, 0.0) + v.detach() * n
                     n_tokens_seen += n
+                if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
+                    for p in self._params:
+                        p.grad = torch.zeros_like(p)
                 grad_norm = self._optimizer_step()
                 losses.append(mb_loss)
                 grad_norms.append(torch.as_tensor(grad_norm, device=acc.device).detach().float())
@@ -240,7 +265,13 @@ class GRPOTrainer:
         rewards = acc.gather(batch.rewards.float().contiguous())
         lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
-        update_stats = {name: v / n_tokens_seen.clamp(min=1) for name, v in token_sums.items()}
+        # When every output was skipped no token was scored: the statistics are NaN (null in
+        # metrics.jsonl), except KL, which only skipping's beta = 0 leaves at 0.
+        nan = torch.tensor(float("nan"), device=acc.device)
+        unscored = {"kl": torch.zeros((), device=acc.device), "clip_fraction": nan, "ratio": nan, "entropy": nan}
+        update_stats = {name: token_sums[name] / n_tokens_seen.clamp(min=1) if name in token_sums else v
+                        for name, v in unscored.items()}
+        update_stats["trained_fraction"] = live.float().mean()
         update_stats["loss"] = torch.stack(losses).mean()
         update_stats["grad_norm"] = torch.stack(grad_norms).mean()
         # The sampler's and reward functions' own metrics (truncation, each reward's mean).
@@ -250,7 +281,8 @@ class GRPOTrainer:
                          *(torch.tensor(float(v), device=acc.device) for v in extra.values())]), "mean"
         )
         names = {"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
-                 "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm"}
+                 "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm",
+                 "trained_fraction": "perf/trained_fraction"}
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
             "reward/zero_std_groups": (grouped.amax(1) == grouped.amin(1)).float().mean(),

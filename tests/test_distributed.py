@@ -37,6 +37,9 @@ def test_parameters_identical_across_ranks_after_updates(tmp_path):
     torch.testing.assert_close(r0["params"], r1["params"], rtol=0, atol=0)
     # each process sampled its own groups: the start states differ between ranks
     assert not torch.allclose(r0["starts"], r1["starts"])
+    # At step 2 rank 1 had only zero-advantage outputs and rank 0 had some to train: the step
+    # completed (no process left waiting in the all-reduce) with the same weights everywhere.
+    assert int(r1["trained"][1]) == 0 and int(r0["trained"][1]) > 0
 
 
 def test_cartpole_recipe_on_two_processes(tmp_path):

@@ -269,17 +269,32 @@ def test_one_step_with_reference_has_finite_loss_and_zero_kl():
 def test_no_reference_with_beta_zero_and_old_logprobs_only_for_several_updates():
     model, tok = make_tiny_lm()
     cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, learning_rate=1e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_sevens)
+    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
     calls = count_forwards(trainer.policy, trainer.ref_policy)
     trainer.step()
     assert trainer.ref_policy is None and calls == {"grad": 1, "no_grad": 0}
 
     model, tok = make_tiny_lm()
     cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, mu=2, learning_rate=1e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_sevens)
+    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
     calls = count_forwards(trainer.policy, trainer.ref_policy)
     trainer.step()
     assert calls == {"grad": 2, "no_grad": 1} and trainer.last_batch.old_logp is not None
+
+
+def test_groups_with_equal_rewards_skip_the_forward_and_backward():
+    # The tiny model writes no '7': every group's rewards are 0, every advantage is 0, and with
+    # beta = 0 there is nothing to compute; the optimizer still steps.
+    for skip, grad_calls in ((True, 0), (False, 1)):
+        model, tok = make_tiny_lm()
+        cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, skip_zero_advantage=skip)
+        trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_sevens)
+        calls = count_forwards(trainer.policy, trainer.ref_policy)
+        m = trainer.step()
+        assert m["reward/zero_std_groups"] == 1.0
+        assert calls == {"grad": grad_calls, "no_grad": 0}
+        assert m["perf/trained_fraction"] == (0.0 if skip else 1.0)
+        assert trainer.optimizer.state_dict()["state"][0]["step"] == 1
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo"])

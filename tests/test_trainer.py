@@ -1,6 +1,7 @@
 """The trainer's behaviour on CartPole: KL at step 0, pi_old kept for mu > 1, learning, determinism."""
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -159,3 +160,82 @@ def test_padding_never_reaches_the_gradient():
     batch.tokens[~batch.mask] = 1 - batch.tokens[~batch.mask]
     for a, b in zip(clean, grads(batch)):
         torch.testing.assert_close(a, b)
+
+
+class EqualRewardSampler:
+    """Wraps a sampler and gives the groups ``flatten[call]`` equal rewards (zero advantages)."""
+
+    def __init__(self, inner, flatten):
+        self.inner, self.flatten, self.calls = inner, flatten, 0
+        self.num_groups, self.group_size = inner.num_groups, inner.group_size
+
+    def sample(self, policy):
+        batch = self.inner.sample(policy)
+        G = batch.group_size
+        for g in self.flatten[self.calls]:
+            batch.rewards[g * G:(g + 1) * G] = 7.0
+        self.calls += 1
+        return batch
+
+
+def _skip_pair(flatten, **overrides):
+    """Two runs on the same batches, zero-advantage outputs skipped or trained: their metrics, the
+    gradient of every optimizer step, and the trainer."""
+    runs = []
+    for skip in (True, False):
+        trainer = make_trainer(advantage="outcome", skip_zero_advantage=skip, **overrides)
+        trainer.sampler = EqualRewardSampler(trainer.sampler, flatten)
+        grads, optimizer_step = [], trainer._optimizer_step
+
+        def recording_step():
+            grads.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
+            return optimizer_step()
+
+        trainer._optimizer_step = recording_step
+        metrics = [trainer.step() for _ in flatten]
+        runs.append((metrics, torch.stack(grads), trainer))
+    return runs
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo"])
+@pytest.mark.parametrize("mu, num_minibatches, micro", [(1, 1, 0), (2, 2, 3)])
+def test_skipping_zero_advantage_outputs_leaves_the_update_unchanged(loss_type, mu, num_minibatches, micro):
+    # Groups 0 and 2 of 4 have equal rewards at every step: half the outputs carry no gradient.
+    flatten = [[0, 2], [0, 2], [0, 2]]
+    (m_skip, g_skip, t_skip), (m_all, g_all, _) = _skip_pair(
+        flatten, loss_type=loss_type, mu=mu, num_minibatches=num_minibatches, micro_batch_size=micro)
+    # at most half: an output whose reward equals its group's mean has advantage 0 too
+    assert all(0.4 <= m["perf/trained_fraction"] <= 0.5 for m in m_skip)
+    last = t_skip.last_batch
+    trained = ((last.advantages != 0) & last.mask).any(-1)
+    assert m_skip[-1]["perf/trained_fraction"] == trained.float().mean()
+    assert [m["perf/trained_fraction"] for m in m_all] == [1.0] * 3
+    # The same gradient at every optimizer step: to float noise at the first (same weights); at
+    # later ones Adam has turned that noise in near-zero components into weights 1e-5 apart. A
+    # wrong denominator would be off by a third or more.
+    rel = (g_skip - g_all).norm(dim=1) / g_all.norm(dim=1)
+    assert rel[0] < 1e-5 and rel.max() < 1e-3
+    for a, b in zip(m_skip, m_all):
+        assert a["loss/policy"] == pytest.approx(b["loss/policy"], rel=1e-4, abs=1e-7)
+        assert a["loss/grad_norm"] == pytest.approx(b["loss/grad_norm"], rel=1e-4)
+    if mu > 1:  # pi_old is scored for the trained outputs only; the others are marked unscored
+        G = t_skip.config.num_generations
+        old = t_skip.last_batch.old_logp.reshape(4, G, -1)
+        assert old[[0, 2]].isnan().all() and not old[trained.reshape(4, G)].isnan().any()
+
+
+def test_a_step_with_nothing_to_train_still_moves_adam_like_a_zero_gradient():
+    # Step 2 has only equal-reward groups: no forward or backward at all, yet Adam's moments
+    # from step 1 move the parameters exactly as a computed zero gradient would.
+    (m_skip, g_skip, t_skip), (m_all, g_all, t_all) = _skip_pair([[], [0, 1, 2, 3]])
+    assert m_skip[1]["perf/trained_fraction"] == 0.0 and m_all[1]["perf/trained_fraction"] == 1.0
+    assert torch.equal(g_skip, g_all) and not g_skip[1].any()
+    for a, b in zip(t_skip.policy.parameters(), t_all.policy.parameters()):
+        assert torch.equal(a, b)
+    assert m_skip[1]["loss/grad_norm"] == 0.0
+    assert math.isnan(m_skip[1]["policy/entropy"]) and not math.isnan(m_all[1]["policy/entropy"])
+
+
+def test_nothing_is_skipped_when_the_kl_term_has_a_gradient():
+    (m_skip, _, _), _ = _skip_pair([[0, 2], [0, 2]], beta=0.1)
+    assert [m["perf/trained_fraction"] for m in m_skip] == [1.0, 1.0]
