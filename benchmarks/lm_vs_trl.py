@@ -22,6 +22,13 @@ one update per batch (mu = num_iterations = 1), epsilon 0.2, AdamW at a constant
 rate, gradient clipping at 1.0, no gradient checkpointing (TRL's default turns it on; pass
 --gradient_checkpointing to turn it on for both), no dropout.
 
+grpo-seq skips the forward and backward passes of completions whose advantage is 0 (groups
+whose rewards are all equal) when beta = 0: the update is the same, the step shorter. TRL
+computes every completion. `--systems grpo-seq grpo-seq-no-skip trl` adds grpo-seq with
+skipping turned off, for the step time with every completion trained; each run records the
+share of groups with equal rewards per step (`zero_std_groups`, both systems) and grpo-seq the
+share of completions trained (`trained_fraction`).
+
 Reported per run: seconds per optimizer step (median over steps after the first, which warms
 up), completion tokens per second (completion tokens / step seconds, same steps), peak RSS of
 the process, reward per step. Ratios are grpo-seq / TRL of the medians over repeats and seeds.
@@ -33,6 +40,7 @@ completions a step, one seed's curve moves by 0.12 to 0.25 when a single group i
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -45,6 +53,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+NO_SKIP = "grpo-seq-no-skip"
 sys.path.insert(0, str(ROOT))  # reward_fns and grpo_seq from this checkout when not installed
 
 
@@ -76,7 +85,8 @@ def first_rows(data: Path, n: int, out: Path) -> Path:
 
 # -- the two workers ----------------------------------------------------------------------------
 
-def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path) -> dict:
+def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path,
+             skip_zero_advantage: bool = True) -> dict:
     cmd = [
         sys.executable, str(ROOT / "recipes/gsm8k_tiny.py"), "--model", str(model), "--dataset", str(data),
         "--output_dir", str(out), "--max_steps", str(a.steps), "--num_groups", str(a.prompts_per_step),
@@ -85,7 +95,7 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "--loss_type", "grpo", "--scale_rewards", "true", "--mu", "1", "--epsilon", "0.2",
         "--lr_schedule", "constant", "--max_grad_norm", "1.0", "--shuffle_prompts", "false",
         "--gradient_checkpointing", str(a.gradient_checkpointing).lower(), "--log_completions_every", "0",
-        "--seed", str(a.seed), "--use_cpu", "true",
+        "--seed", str(a.seed), "--use_cpu", "true", "--skip_zero_advantage", str(skip_zero_advantage).lower(),
     ]
     env = {**os.environ, "TQDM_DISABLE": "1", "ACCELERATE_MIXED_PRECISION": "bf16" if precision == "bf16" else "no"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -99,6 +109,8 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "completion_tokens": [r["policy/completion_length"] * a.prompts_per_step * a.num_generations for r in rows],
         "reward": [r["reward/mean"] for r in rows],
         "kl": [r["policy/kl"] for r in rows],
+        "zero_std_groups": [r["reward/zero_std_groups"] for r in rows],
+        "trained_fraction": [r["perf/trained_fraction"] for r in rows],
         "peak_rss_gib": summary["peak_rss_gib"],
     }
 
@@ -158,6 +170,7 @@ def trl_worker(a: argparse.Namespace) -> None:
         "completion_tokens": [lg["completions/mean_length"] * a.prompts_per_step * G for lg in rec.logs],
         "reward": [lg["reward"] for lg in rec.logs],
         "kl": [lg.get("kl", 0.0) for lg in rec.logs],
+        "zero_std_groups": [lg["frac_reward_zero_std"] for lg in rec.logs],
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }))
 
@@ -189,6 +202,8 @@ def summarise(run: dict) -> dict:
         "completion_tokens_per_second": statistics.median(t / s for t, s in zip(toks, secs)),
         "peak_rss_gib": run["peak_rss_gib"],
         "reward_mean": statistics.fmean(run["reward"]),
+        # groups whose completions all earned the same reward: no gradient with beta = 0
+        "zero_std_groups_mean": statistics.fmean(run["zero_std_groups"]) if run.get("zero_std_groups") else None,
     }
 
 
@@ -214,10 +229,11 @@ def summarise_cell(cell: dict, systems: list[str]) -> dict:
         cell[system] = {k: statistics.median(r[k] for r in runs) for k in
                         ("step_seconds_median", "completion_tokens_per_second", "peak_rss_gib")}
         cell[system].update(reward_curves(runs))
-    if set(systems) == {"grpo-seq", "trl"}:
-        ours, theirs = cell["grpo-seq"], cell["trl"]
-        cell["ratio_step_seconds_median"] = ours["step_seconds_median"] / theirs["step_seconds_median"]
-        cell["ratio_peak_rss"] = ours["peak_rss_gib"] / theirs["peak_rss_gib"]
+    for ours, suffix in (("grpo-seq", ""), (NO_SKIP, "_no_skip")):
+        if ours in systems and "trl" in systems:
+            cell[f"ratio_step_seconds_median{suffix}"] = (cell[ours]["step_seconds_median"]
+                                                          / cell["trl"]["step_seconds_median"])
+            cell[f"ratio_peak_rss{suffix}"] = cell[ours]["peak_rss_gib"] / cell["trl"]["peak_rss_gib"]
     return cell
 
 
@@ -253,7 +269,7 @@ def plot_rewards(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"grpo-seq": "tab:blue", "trl": "tab:orange"}
+    colours = {"grpo-seq": "tab:blue", NO_SKIP: "tab:green", "trl": "tab:orange"}
     cells = result["cells"]
     fig, axes = plt.subplots(1, len(cells), figsize=(5.5 * len(cells), 4), squeeze=False)
     for ax, cell in zip(axes[0], cells):
@@ -285,8 +301,9 @@ def print_table(result: dict) -> None:
             s = cell[system]
             first = next(v for k, v in s.items() if k.startswith("reward_first_"))
             last = next(v for k, v in s.items() if k.startswith("reward_last_"))
-            ratios = (f"{cell['ratio_step_seconds_median']:.2f} | {cell['ratio_peak_rss']:.2f}"
-                      if system == "grpo-seq" and "ratio_peak_rss" in cell else " | ")
+            suffix = {"grpo-seq": "", NO_SKIP: "_no_skip"}.get(system)
+            ratios = (f"{cell['ratio_step_seconds_median' + suffix]:.2f} | {cell['ratio_peak_rss' + suffix]:.2f}"
+                      if suffix is not None and "ratio_peak_rss" + suffix in cell else " | ")
             print(f"| {cell['precision']} | {cell['beta']} | {system} | {s['runs']} | {s['step_seconds_median']:.2f} | "
                   f"{s['completion_tokens_per_second']:.0f} | {s['peak_rss_gib']:.2f} | {s['reward_mean']:.3f} | "
                   f"{first:.3f} | {last:.3f} | {ratios} |")
@@ -308,7 +325,8 @@ def main() -> None:
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     ap.add_argument("--betas", type=float, nargs="+", default=[0.0, 0.04])
     ap.add_argument("--repeats", type=int, default=1, help="Runs per system and cell (order alternates).")
-    ap.add_argument("--systems", nargs="+", default=["grpo-seq", "trl"], choices=["grpo-seq", "trl"])
+    ap.add_argument("--systems", nargs="+", default=["grpo-seq", "trl"], choices=["grpo-seq", NO_SKIP, "trl"],
+                    help=f"{NO_SKIP}: grpo-seq with --skip_zero_advantage false (every completion trained).")
     ap.add_argument("--out", type=Path, default=None, help="Write every figure here as JSON.")
     # one TRL run in this process (used by the benchmark itself)
     ap.add_argument("--worker", choices=["trl"], help=argparse.SUPPRESS)
@@ -327,7 +345,7 @@ def main() -> None:
         return
 
     model = plain_checkpoint(a.model, a.cache_dir)
-    runners = {"grpo-seq": run_ours, "trl": run_trl}
+    runners = {"grpo-seq": run_ours, NO_SKIP: functools.partial(run_ours, skip_zero_advantage=False), "trl": run_trl}
     result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
                     "machine": {"platform": platform.platform(), "processor": platform.processor(),
                                 "cpu_count": os.cpu_count()},

@@ -31,7 +31,8 @@ class RolloutBatch:
         group_size: G, outputs per group.
         rewards: ``(B,)`` outcome reward of each output.
         step_rewards: ``(B, T)`` reward of each step, for process supervision, or None.
-        old_logp: ``(B, T)`` log-probs under the sampling policy (kept for mu > 1), or None.
+        old_logp: ``(B, T)`` log-probs under the sampling policy (kept for mu > 1), or None; NaN
+            on outputs the trainer skips (zero advantage with beta = 0: never trained).
         ref_logp: ``(B, T)`` log-probs under the reference policy (for beta > 0), or None.
         advantages: ``(B, T)`` per-token advantages once computed, or None.
         extras: anything else the policy or reward functions need (attention masks, texts).

@@ -161,3 +161,25 @@ def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_pa
     res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(other), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "c.json was run with other settings" in res.stderr and "temperature" in res.stderr
+
+
+def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
+    # The no-skip system trains every completion; the default trains only groups whose rewards
+    # differ. The untrained tiny model earns no reward here, so the default trains nothing, and the
+    # same seed draws the same completions in both.
+    from tiny_lm import save_tiny_lm
+
+    model = save_tiny_lm(tmp_path / "tiny")
+    out = tmp_path / "lm.json"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
+                          str(ROOT / "tests/data/arith.jsonl"), "--steps", "2", "--prompts_per_step", "2",
+                          "--num_generations", "2", "--max_completion_length", "6", "--precisions", "fp32",
+                          "--betas", "0", "--systems", "grpo-seq", "grpo-seq-no-skip", "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (cell,) = json.loads(out.read_text())["cells"]
+    skip, every = ({r["system"]: r for r in cell["runs"]}[s] for s in ("grpo-seq", "grpo-seq-no-skip"))
+    assert skip["zero_std_groups"] == every["zero_std_groups"] == [1.0, 1.0]
+    assert skip["completion_tokens"] == every["completion_tokens"]
+    assert skip["trained_fraction"] == [0.0, 0.0] and every["trained_fraction"] == [1.0, 1.0]
