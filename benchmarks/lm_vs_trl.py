@@ -17,7 +17,8 @@ with --worker trl), each in its own process, one after the other, --repeats time
 alternating. Both use this machine's cores for torch, fp32 weights, and for bf16 autocast
 (mixed precision: accelerate's for grpo-seq, TRL's `bf16=True`).
 Pinned on both sides so they optimise the same objective: loss_type grpo (mean over each
-completion's tokens, then over completions: DeepSeekMath), rewards scaled by the group std,
+completion's tokens, then over completions: DeepSeekMath), the plain k3 KL term (TRL's
+use_bias_correction_kl, on by default, would multiply it by the ratio), rewards scaled by the group std,
 one update per batch (mu = num_iterations = 1), epsilon 0.2, AdamW at a constant learning
 rate, gradient clipping at 1.0, no gradient checkpointing (TRL's default turns it on; pass
 --gradient_checkpointing to turn it on for both), no dropout.
@@ -135,6 +136,7 @@ def trl_worker(a: argparse.Namespace) -> None:
         max_completion_length=a.max_completion_length, temperature=a.temperature, top_p=1.0, top_k=0,
         learning_rate=a.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
         max_grad_norm=1.0, beta=a.beta, loss_type="grpo", scale_rewards="group", num_iterations=1, epsilon=0.2,
+        use_bias_correction_kl=False,  # TRL's default multiplies the KL term by the ratio: another gradient
         bf16=a.precision == "bf16", fp16=False, use_cpu=True, gradient_checkpointing=a.gradient_checkpointing,
         disable_dropout=True, shuffle_dataset=False, logging_steps=1, report_to="none", save_strategy="no",
         log_completions=False, dataloader_num_workers=0,
