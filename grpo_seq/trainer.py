@@ -323,9 +323,9 @@ class GRPOTrainer:
         """Append a row to metrics.jsonl (main process only) and send it to the trackers, at its ``step``."""
         if self.logger is not None:
             self.logger.log(metrics)
-        if self._tracking:
+        if self._tracking:  # a NaN (a statistic of no scored token) is left out rather than plotted
             step = int(metrics.get("step", self.step_count))
-            self.accelerator.log({k: v for k, v in metrics.items() if k != "step"}, step=step)
+            self.accelerator.log({k: v for k, v in metrics.items() if k != "step" and v == v}, step=step)
 
     def save(self, directory: str | Path | None = None, **kwargs) -> Path | None:
         """Save the policy (safetensors) to ``directory`` (default ``<output_dir>/policy``), atomically;

@@ -55,6 +55,17 @@ def test_trackers_get_every_row_with_the_same_grouped_names(tmp_path):
     assert rec.finished
 
 
+def test_a_statistic_of_no_scored_token_is_null_in_the_file_and_left_out_of_trackers(tmp_path):
+    rec = Recorder()
+    cfg = GRPOConfig(num_generations=2, num_groups=1, beta=0.0, output_dir=str(tmp_path))
+    trainer = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2),
+                          Accelerator(cpu=True, log_with=[rec]))
+    trainer.log({"step": 1, "policy/entropy": float("nan"), "reward/mean": 3.0})
+    trainer.close()
+    assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "policy/entropy": None, "reward/mean": 3.0}
+    assert rec.rows == [(1, {"reward/mean": 3.0})]
+
+
 def test_a_tracker_whose_package_is_missing_is_named(monkeypatch):
     import accelerate.tracking
 
