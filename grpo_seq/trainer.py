@@ -38,6 +38,7 @@ __all__ = ["GRPOTrainer", "compute_advantages"]
 logger = logging.getLogger(__name__)
 
 ScoreFn = Callable[[RolloutBatch], RolloutBatch]
+TOKEN_STATS = ("kl", "clip_fraction", "ratio", "entropy")  # means over scored tokens
 
 
 def compute_advantages(batch: RolloutBatch, config: GRPOConfig) -> Tensor:
@@ -260,35 +261,30 @@ class GRPOTrainer:
         if cfg.ref_sync_steps and self.ref_policy is not None and self.step_count % cfg.ref_sync_steps == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
 
-        # Per-output values are gathered (exact std and max over all processes); loss statistics
-        # are averaged.
+        # Per-output values are gathered (exact std and max over all processes); token statistics
+        # are token means over all processes; the rest is averaged.
         rewards = acc.gather(batch.rewards.float().contiguous())
         lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
+        zero = torch.zeros((), device=acc.device)
+        sums = acc.reduce(torch.stack([*(torch.as_tensor(token_sums.get(n, zero)).float() for n in TOKEN_STATS),
+                                       n_tokens_seen.float()]), "sum")
         # When every output was skipped no token was scored: the statistics are NaN (null in
-        # metrics.jsonl), except KL, which only skipping's beta = 0 leaves at 0.
-        nan = torch.tensor(float("nan"), device=acc.device)
-        unscored = {"kl": torch.zeros((), device=acc.device), "clip_fraction": nan, "ratio": nan, "entropy": nan}
-        update_stats = {name: token_sums[name] / n_tokens_seen.clamp(min=1) if name in token_sums else v
-                        for name, v in unscored.items()}
-        update_stats["trained_fraction"] = live.float().mean()
-        update_stats["loss"] = torch.stack(losses).mean()
-        update_stats["grad_norm"] = torch.stack(grad_norms).mean()
+        # metrics.jsonl), except KL, which skipping's beta = 0 leaves at 0 anyway.
+        scored = float(sums[-1]) > 0
+        token_means = {n: sums[i] / sums[-1] if scored else (zero if n == "kl" else zero + float("nan"))
+                       for i, n in enumerate(TOKEN_STATS)}
+        averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(losses).mean(),
+                    "loss/grad_norm": torch.stack(grad_norms).mean()}
         # The sampler's and reward functions' own metrics (truncation, each reward's mean).
-        extra = batch.extras.get("metrics", {})
-        reduced = acc.reduce(
-            torch.stack([*(v.float() for v in update_stats.values()),
-                         *(torch.tensor(float(v), device=acc.device) for v in extra.values())]), "mean"
-        )
-        names = {"loss": "loss/policy", "kl": "policy/kl", "clip_fraction": "policy/clip_fraction",
-                 "ratio": "policy/ratio", "entropy": "policy/entropy", "grad_norm": "loss/grad_norm",
-                 "trained_fraction": "perf/trained_fraction"}
+        averaged.update(batch.extras.get("metrics", {}))
+        reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
             "reward/zero_std_groups": (grouped.amax(1) == grouped.amin(1)).float().mean(),
             "policy/completion_length": lengths.mean(), "policy/completion_length_max": lengths.max(),
-            **{names[k]: v for k, v in zip(update_stats, reduced)},
-            **dict(zip(extra, reduced[len(update_stats):])),
+            **{f"policy/{n}": v for n, v in token_means.items()},
+            **dict(zip(averaged, reduced)),
         }
         metrics = {k: float(v) for k, v in metrics.items()}
         tokens = int(lengths.sum())

@@ -36,12 +36,12 @@ class EqualRewards:
 
 
 trainer.sampler = EqualRewards(sampler)
-starts, trained = [], []
+starts, trained, entropy = [], [], []
 for _ in range(3):
-    trainer.step()
+    entropy.append(trainer.step()["policy/entropy"])
     b = trainer.last_batch
     trained.append(int(((b.advantages != 0) & b.mask).any(-1).sum()))
     starts.append(sampler.sample(trainer.policy).context[:, 0])
 params = torch.cat([p.detach().flatten() for p in trainer.policy.parameters()])
 save_file({"params": params, "starts": torch.cat(starts), "world": torch.tensor(acc.num_processes),
-           "trained": torch.tensor(trained)}, f"{out}/rank{acc.process_index}.safetensors")
+           "trained": torch.tensor(trained), "entropy": torch.tensor(entropy)}, f"{out}/rank{acc.process_index}.safetensors")

@@ -40,6 +40,8 @@ def test_parameters_identical_across_ranks_after_updates(tmp_path):
     # At step 2 rank 1 had only zero-advantage outputs and rank 0 had some to train: the step
     # completed (no process left waiting in the all-reduce) with the same weights everywhere.
     assert int(r1["trained"][1]) == 0 and int(r0["trained"][1]) > 0
+    # Token statistics are means over the tokens scored on any process: rank 0's here.
+    assert torch.isfinite(r0["entropy"]).all() and torch.equal(r0["entropy"], r1["entropy"])
 
 
 def test_cartpole_recipe_on_two_processes(tmp_path):
