@@ -155,10 +155,8 @@ class GRPOTrainer:
         with ``rows`` (a bool mask over outputs) only those are scored and the others hold NaN."""
         micro = self.config.micro_batch_size or batch.batch_size
         idx = torch.arange(batch.batch_size, device=batch.tokens.device)
-        if rows is None or bool(rows.all()):
-            return torch.cat([policy(batch.select(c), with_entropy=False)[0] for c in idx.split(micro)])
         out = torch.full(batch.tokens.shape, float("nan"), device=batch.tokens.device)
-        for c in idx[rows].split(micro):
+        for c in (idx if rows is None else idx[rows]).split(micro):
             out[c] = policy(batch.select(c), with_entropy=False)[0].float()
         return out
 
@@ -225,7 +223,9 @@ class GRPOTrainer:
                 # Every process must join the gradient all-reduce: one with nothing to train runs a
                 # zero-advantage row at ratio 1, whose loss and gradient are exactly 0.
                 stand_in = len(rows) == 0 and acc.num_processes > 1
-                chunks = (idx[:1] if stand_in else rows).split(micro) if len(rows) or stand_in else ()
+                if stand_in:
+                    rows = idx[:1]
+                chunks = rows.split(micro) if len(rows) else ()
                 mb_tokens = batch.mask[idx].sum()
                 mb_loss = torch.zeros((), device=acc.device)
                 for j, chunk in enumerate(chunks):
