@@ -14,7 +14,8 @@ from ..objective import token_entropy, token_logprobs
 __all__ = ["CategoricalMLPPolicy"]
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
-_NUMPY_ACTIVATIONS = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}
+# In place: a rollout calls the actor at every env step, where each new array costs ~1 us.
+_NUMPY_ACTIVATIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": lambda x: np.maximum(x, 0.0, out=x)}
 
 
 class CategoricalMLPPolicy(nn.Module):
@@ -81,8 +82,11 @@ class CategoricalMLPPolicy(nn.Module):
         def act(obs: np.ndarray) -> np.ndarray:
             h = obs
             for w, b in hidden:
-                h = activation(h @ w + b)
-            logits = h @ w_out + b_out
+                h = h @ w
+                h += b
+                activation(h)
+            logits = h @ w_out
+            logits += b_out
             if not greedy:
                 logits = logits + rng.gumbel(size=logits.shape)
             return logits.argmax(-1)

@@ -100,20 +100,60 @@ class EnvGroupSampler:
             for i, env in enumerate(self.env_list)
         ])
 
-    def _step(self, actions: np.ndarray, obs: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Step the running episodes; returns the new observations (``obs`` updated in place on
-        the one-by-one path) and the rewards, and clears ``alive`` where an episode ended."""
-        if self._vector:
+    def _roll_vector(self, act, obs, obs_buf, act_buf, rew_buf, mask_buf) -> int:
+        """One numpy-vectorised env for every episode; steps all of them until all have ended."""
+        alive = np.ones(self.num_envs, dtype=bool)
+        t = 0
+        while t < len(obs_buf) and alive.any():
+            obs_buf[t], mask_buf[t] = obs, alive
+            act_buf[t] = actions = act(obs)
+            running = alive.copy()
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
             alive &= ~(terminated | truncated)
-            return obs, reward
-        reward = np.zeros(self.num_envs, dtype=np.float32)
-        for i in np.flatnonzero(alive).tolist():
-            o, r, terminated, truncated, _ = self.env_list[i].step(int(actions[i]))
-            obs[i], reward[i] = o, r
-            if terminated or truncated:
-                alive[i] = False
-        return obs, reward
+            rew_buf[t] = np.where(running, reward, 0.0)
+            t += 1
+        return t
+
+    def _roll_one_by_one(self, act, obs, obs_buf, act_buf, rew_buf, mask_buf) -> int:
+        """One gym env per episode, stepped only while its episode runs. The per-step work is kept
+        to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
+        as much as the env steps themselves."""
+        running = list(range(self.num_envs))
+        t = 0
+        while t < len(obs_buf) and running:
+            obs_buf[t] = obs
+            mask_buf[t, running] = True
+            actions = act(obs)
+            act_buf[t] = actions
+            a, still = actions.tolist(), []
+            for i in running:
+                o, r, terminated, truncated, _ = self.env_list[i].step(a[i])
+                obs[i], rew_buf[t, i] = o, r
+                if not (terminated or truncated):
+                    still.append(i)
+            running = still
+            t += 1
+        return t
+
+    def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
+        """Name the first step with a NaN or inf; checked once per rollout, not at every step."""
+        bad_obs = ~np.isfinite(obs).all(axis=(1, 2))
+        bad_rew = ~np.isfinite(rewards).all(axis=1)
+        if not (bad_obs.any() or bad_rew.any()):
+            return
+        t_obs = int(bad_obs.argmax()) if bad_obs.any() else len(obs)
+        t_rew = int(bad_rew.argmax()) if bad_rew.any() else len(obs)
+        if t_obs <= t_rew:  # the observation of step t comes before that step's reward
+            row = obs[t_obs][~np.isfinite(obs[t_obs]).all(1)][0]
+            raise ValueError(
+                f"{self.env_id} returned a non-finite observation (NaN or inf) at step {t_obs} of an episode: "
+                f"{row.tolist()}; fix the environment, or wrap it (gymnasium.wrappers.TransformObservation) "
+                "so that the policy only sees finite numbers"
+            )
+        raise ValueError(
+            f"{self.env_id} returned a non-finite reward (NaN or inf) at step {t_rew} of an episode; "
+            "fix the environment, or wrap it (gymnasium.wrappers.TransformReward) to keep rewards finite"
+        )
 
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
@@ -122,34 +162,15 @@ class EnvGroupSampler:
         act_buf = np.zeros((T, n), dtype=np.int64)
         rew_buf = np.zeros((T, n), dtype=np.float32)
         mask_buf = np.zeros((T, n), dtype=bool)
-        alive = np.ones(n, dtype=bool)
         obs = self._reset()
         if hasattr(policy, "numpy_actor"):  # fast path: numpy weights for the per-step calls
             act = policy.numpy_actor(self.action_rng)
         else:
             def act(o: np.ndarray) -> np.ndarray:
                 return policy.act(torch.from_numpy(o), generator=self.torch_gen).numpy()
-        t = 0
-        while t < T and alive.any():
-            if not np.isfinite(obs).all():
-                raise ValueError(
-                    f"{self.env_id} returned a non-finite observation (NaN or inf) at step {t} of an episode: "
-                    f"{obs[~np.isfinite(obs).all(1)][0].tolist()}; fix the environment, or wrap it "
-                    "(gymnasium.wrappers.TransformObservation) so that the policy only sees finite numbers"
-                )
-            obs_buf[t] = obs
-            mask_buf[t] = alive
-            actions = act(obs)
-            act_buf[t] = actions
-            running = alive.copy()
-            obs, reward = self._step(actions, obs, alive)
-            rew_buf[t] = np.where(running, reward, 0.0)
-            if not np.isfinite(rew_buf[t]).all():
-                raise ValueError(
-                    f"{self.env_id} returned a non-finite reward (NaN or inf) at step {t} of an episode; "
-                    "fix the environment, or wrap it (gymnasium.wrappers.TransformReward) to keep rewards finite"
-                )
-            t += 1
+        t = self._roll_vector(act, obs, obs_buf, act_buf, rew_buf, mask_buf) if self._vector else \
+            self._roll_one_by_one(act, obs, obs_buf, act_buf, rew_buf, mask_buf)
+        self._check_finite(obs_buf[:t], rew_buf[:t])
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
         step_rewards = torch.from_numpy(np.ascontiguousarray(rew_buf[:t].T))
         self.env_steps += int(mask.sum())
