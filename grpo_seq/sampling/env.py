@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +12,8 @@ from torch import nn
 from ..batch import RolloutBatch
 
 __all__ = ["EnvGroupSampler", "make_vector_env"]
+
+Actor = Callable[[np.ndarray], np.ndarray]  # observations (n, obs_dim) -> actions (n,)
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -100,7 +102,8 @@ class EnvGroupSampler:
             for i, env in enumerate(self.env_list)
         ])
 
-    def _roll_vector(self, act, obs, obs_buf, act_buf, rew_buf, mask_buf) -> int:
+    def _roll_vector(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
+                     rew_buf: np.ndarray, mask_buf: np.ndarray) -> int:
         """One numpy-vectorised env for every episode; steps all of them until all have ended."""
         alive = np.ones(self.num_envs, dtype=bool)
         t = 0
@@ -114,7 +117,8 @@ class EnvGroupSampler:
             t += 1
         return t
 
-    def _roll_one_by_one(self, act, obs, obs_buf, act_buf, rew_buf, mask_buf) -> int:
+    def _roll_one_by_one(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
+                         rew_buf: np.ndarray, mask_buf: np.ndarray) -> int:
         """One gym env per episode, stepped only while its episode runs. The per-step work is kept
         to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
         as much as the env steps themselves."""
