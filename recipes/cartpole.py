@@ -86,7 +86,9 @@ class CartPoleConfig(GRPOConfig):
                   "normalised episode return) or process (the paper's; blind on CartPole, see README)."},
     )
     gamma: float = field(
-        default=0.98, metadata={"help": "Discount inside returns-to-go: credit lands near the failure that caused it."}
+        default=0.98, metadata={"help": "Discount inside returns-to-go. With G = 2 and the group std (the defaults) only "
+                                "which member ran longer counts, so it changes nothing here; with G > 2 or "
+                                "--scale_rewards false it weighs failures near a step more (README)."}
     )
     lr_schedule: str = field(
         default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
