@@ -116,6 +116,7 @@ def sb3_worker(seed: int, total_env_steps: int, eval_every: int) -> dict[str, An
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     from grpo_seq.evaluation import PolicyEvaluator
 
@@ -125,6 +126,9 @@ def sb3_worker(seed: int, total_env_steps: int, eval_every: int) -> dict[str, An
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                 ent_coef=0.0, learning_rate=linear_schedule(1e-3), clip_range=linear_schedule(0.2),
                 seed=seed, device="cpu", verbose=0)
+    # SB3's default logger makes an empty folder in the temp dir on every learn() call, even
+    # with nothing to write; one without outputs records nothing and creates nothing.
+    model.set_logger(Logger(folder=None, output_formats=[]))
     actor = SB3Actor(model.policy)
 
     class EvalCallback(BaseCallback):
