@@ -84,10 +84,15 @@ def test_policy_log_probs_and_gradients_equal_the_models_own_logits_path(monkeyp
         logp, entropy = policy(batch)
         loss, _ = grpo_loss(logp, logp.detach(), batch.advantages, batch.mask, eps_low=0.2)
         loss.backward()
-        return logp[batch.mask], entropy[batch.mask], [p.grad.clone() for p in model.parameters()]
+        return logp[batch.mask], entropy[batch.mask], [p.grad.clone() for p in model.parameters()], logp
 
     assert policy._body_and_head() is not None
     fused = run()
+    # Tokens after an EOS, inside the scored columns: the fused head leaves them out (0), and
+    # the values and gradients below still equal the full logits path's.
+    padding = ~batch.mask[:, : int(batch.mask.any(0).nonzero().max()) + 1]
+    assert padding.any()
+    assert torch.equal(fused[3][:, : padding.shape[1]][padding], torch.zeros(int(padding.sum())))
     monkeypatch.setattr(CausalLMPolicy, "_body_and_head", lambda self: None)
     plain = run()
     torch.testing.assert_close(fused[0], plain[0], atol=1e-5, rtol=0)

@@ -72,7 +72,8 @@ class CausalLMPolicy(nn.Module):
 
         Columns that are padding in every row of this batch (prompt on the left, completion on
         the right) are cut before the forward pass, which matters for micro-batches; the
-        outputs are padded back to ``T`` with zeros, which the mask excludes.
+        outputs are padded back to ``T`` with zeros, which the mask excludes. Other positions
+        outside the mask hold 0 too with the fused head (it scores only the masked tokens).
         """
         prompt, prompt_mask = batch.context, batch.extras["prompt_mask"]
         tokens, mask = batch.tokens, batch.mask
@@ -93,8 +94,12 @@ class CausalLMPolicy(nn.Module):
         # The distribution the tokens were drawn from: the sampler's temperature scales the logits.
         temperature = float(batch.extras.get("temperature", 1.0))
         if fused is not None:
-            head = fused[1]
-            logp, entropy = head_logprobs(out, head.weight, tokens, head.bias, with_entropy, temperature)
+            # Only the completion tokens go through the head: padding after an EOS would cost
+            # the largest product of the pass and its logits' walks for nothing the mask keeps.
+            head, scored = fused[1], mask[:, :t_eff]
+            lp, ent = head_logprobs(out[scored], head.weight, tokens[scored], head.bias, with_entropy, temperature)
+            logp = lp.new_zeros(scored.shape).index_put((scored,), lp)
+            entropy = ent.new_zeros(scored.shape).index_put((scored,), ent) if with_entropy else None
         else:
             if temperature != 1.0:
                 out = out.float() / temperature
