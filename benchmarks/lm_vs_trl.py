@@ -224,13 +224,47 @@ def reward_curves(runs: list[dict]) -> dict:
     }
 
 
+def paired_seeds(runs: list[dict], ours: str = "grpo-seq", other: str = "trl") -> dict | None:
+    """Per seed, each system's mean reward over the second half of the steps (repeats averaged),
+    and ``ours - other`` across seeds: mean, standard error, t and who is ahead on how many.
+    Pairing by seed removes the prompt order's share of the spread (both see the same prompts);
+    None with fewer than two seeds run by both systems."""
+    def halves(rs: list[dict]) -> dict:
+        curve = [statistics.fmean(step) for step in zip(*(r["reward"] for r in rs))]
+        n = len(curve)
+        k = max(1, min(5, n // 4))
+        return {"first_steps": statistics.fmean(curve[:k]), "second_half": statistics.fmean(curve[n // 2:]),
+                "last_steps": statistics.fmean(curve[-k:]),
+                "step_seconds_median": statistics.median(r["step_seconds_median"] for r in rs)}
+
+    seeds = sorted({r["seed"] for r in runs if r["system"] == ours} & {r["seed"] for r in runs if r["system"] == other})
+    if len(seeds) < 2:
+        return None
+    rows = []
+    for seed in seeds:
+        row = {"seed": seed, **{s: halves([r for r in runs if r["system"] == s and r["seed"] == seed]) for s in (ours, other)}}
+        row["difference"] = row[ours]["second_half"] - row[other]["second_half"]
+        rows.append(row)
+    diffs = [r["difference"] for r in rows]
+    mean, se = statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5
+    n_steps = len(runs[0]["reward"])
+    return {"compared": f"{ours} - {other}, mean reward over steps {n_steps // 2 + 1}-{n_steps}", "seeds": len(rows),
+            "mean_difference": mean, "standard_error": se, "t": mean / se if se > 0 else None,
+            "difference_sd": statistics.stdev(diffs), f"{ours}_ahead": sum(d > 1e-9 for d in diffs),
+            f"{other}_ahead": sum(d < -1e-9 for d in diffs), "level": sum(abs(d) <= 1e-9 for d in diffs),
+            "per_seed": rows}
+
+
 def summarise_cell(cell: dict, systems: list[str]) -> dict:
-    """Each system's medians over its runs and reward curve over its seeds; the ratios."""
+    """Each system's medians over its runs and reward curve over its seeds; the ratios; the
+    per-seed reward comparison."""
     for system in systems:
         runs = [r for r in cell["runs"] if r["system"] == system]
         cell[system] = {k: statistics.median(r[k] for r in runs) for k in
                         ("step_seconds_median", "completion_tokens_per_second", "peak_rss_gib")}
         cell[system].update(reward_curves(runs))
+    if "grpo-seq" in systems and "trl" in systems and (paired := paired_seeds(cell["runs"])):
+        cell["paired_seeds"] = paired
     for ours, suffix in (("grpo-seq", ""), (NO_SKIP, "_no_skip")):
         if ours in systems and "trl" in systems:
             cell[f"ratio_step_seconds_median{suffix}"] = (cell[ours]["step_seconds_median"]
@@ -309,6 +343,19 @@ def print_table(result: dict) -> None:
             print(f"| {cell['precision']} | {cell['beta']} | {system} | {s['runs']} | {s['step_seconds_median']:.2f} | "
                   f"{s['completion_tokens_per_second']:.0f} | {s['peak_rss_gib']:.2f} | {s['reward_mean']:.3f} | "
                   f"{first:.3f} | {last:.3f} | {ratios} |")
+    for cell in result["cells"]:
+        if p := cell.get("paired_seeds"):
+            print(f"\n{cell['precision']}, beta {cell['beta']}: {p['compared']}, {p['seeds']} seeds")
+            print("| seed | grpo-seq first / second half / last (s/step) | TRL | difference |\n| --- | --- | --- | --- |")
+            for r in p["per_seed"]:
+                o, t = r["grpo-seq"], r["trl"]
+                print(f"| {r['seed']} | {o['first_steps']:.2f} / {o['second_half']:.2f} / {o['last_steps']:.2f} "
+                      f"({o['step_seconds_median']:.1f} s) | {t['first_steps']:.2f} / {t['second_half']:.2f} / "
+                      f"{t['last_steps']:.2f} ({t['step_seconds_median']:.1f} s) | {r['difference']:+.2f} |")
+            t_text = f"{p['t']:.2f}" if p["t"] is not None else "n/a"
+            print(f"mean difference {p['mean_difference']:+.3f}, standard error {p['standard_error']:.3f}, t {t_text}, "
+                  f"sd {p['difference_sd']:.3f}; grpo-seq ahead on {p['grpo-seq_ahead']}, TRL on {p['trl_ahead']}, "
+                  f"level on {p['level']}")
 
 
 def main() -> None:

@@ -156,6 +156,13 @@ def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_pa
     assert cell["trl"]["reward_per_step"] == pytest.approx([0.2, 0.3])
     assert cell["grpo-seq"]["runs"] == cell["trl"]["runs"] == 3
     assert cell["ratio_step_seconds_median"] == pytest.approx(0.5)
+    # second half = step 2; ours 1.0, 0.5, 0.0 against TRL's 0.5, 0.0, 0.4 -> +0.5, +0.5, -0.4:
+    # mean 0.2, sd sqrt((0.09 + 0.09 + 0.36) / 2), standard error sd / sqrt(3) = 0.3
+    paired = cell["paired_seeds"]
+    assert [r["difference"] for r in paired["per_seed"]] == pytest.approx([0.5, 0.5, -0.4])
+    assert paired["mean_difference"] == pytest.approx(0.2) and paired["standard_error"] == pytest.approx(0.3)
+    assert paired["t"] == pytest.approx(2 / 3)
+    assert (paired["grpo-seq_ahead"], paired["trl_ahead"], paired["level"]) == (2, 1, 0)
 
     other = _lm_result(tmp_path / "c.json", [3], {"grpo-seq": [[0.0, 0.0]], "trl": [[0.0, 0.0]]}, temperature=1.0)
     res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(other), "--out", str(out)],
