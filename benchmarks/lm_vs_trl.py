@@ -230,11 +230,10 @@ def paired_seeds(runs: list[dict], ours: str = "grpo-seq", other: str = "trl") -
     Pairing by seed removes the prompt order's share of the spread (both see the same prompts);
     None with fewer than two seeds run by both systems."""
     def halves(rs: list[dict]) -> dict:
-        curve = [statistics.fmean(step) for step in zip(*(r["reward"] for r in rs))]
-        n = len(curve)
-        k = max(1, min(5, n // 4))
-        return {"first_steps": statistics.fmean(curve[:k]), "second_half": statistics.fmean(curve[n // 2:]),
-                "last_steps": statistics.fmean(curve[-k:]),
+        c = reward_curves(rs)
+        return {"first_steps": next(v for k, v in c.items() if k.startswith("reward_first_")),
+                "second_half": c["reward_second_half"],
+                "last_steps": next(v for k, v in c.items() if k.startswith("reward_last_")),
                 "step_seconds_median": statistics.median(r["step_seconds_median"] for r in rs)}
 
     seeds = sorted({r["seed"] for r in runs if r["system"] == ours} & {r["seed"] for r in runs if r["system"] == other})
