@@ -116,11 +116,12 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
     }
 
 
-def trl_worker(a: argparse.Namespace) -> None:
-    """One TRL GRPOTrainer run; prints its figures as one JSON line."""
+def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbacks: list | None = None,
+                trainer_cls: type | None = None):
+    """TRL's GRPOTrainer with this benchmark's settings, pinned to grpo-seq's objective (see the top)."""
     import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
@@ -141,7 +142,17 @@ def trl_worker(a: argparse.Namespace) -> None:
         disable_dropout=True, shuffle_dataset=False, logging_steps=1, report_to="none", save_strategy="no",
         log_completions=False, dataloader_num_workers=0,
     )
-    tokenizer = AutoTokenizer.from_pretrained(a.model)
+    return (trainer_cls or GRPOTrainer)(
+        model=a.model, reward_funcs=reward_funcs or [correctness_reward, format_reward], args=config,
+        train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(a.model), callbacks=callbacks,
+    )
+
+
+def trl_worker(a: argparse.Namespace) -> None:
+    """One TRL GRPOTrainer run; prints its figures as one JSON line."""
+    from transformers import TrainerCallback
+
+    G = a.num_generations
 
     class Record(TrainerCallback):
         """Wall time between optimizer steps (generation included) and each step's logged figures."""
@@ -161,11 +172,7 @@ def trl_worker(a: argparse.Namespace) -> None:
                 self.logs.append(dict(logs))
 
     rec = Record()
-    trainer = GRPOTrainer(
-        model=a.model, reward_funcs=[correctness_reward, format_reward], args=config, train_dataset=dataset,
-        processing_class=tokenizer, callbacks=[rec],
-    )
-    trainer.train()
+    trl_trainer(a, callbacks=[rec]).train()
     seconds = [t1 - t0 for t0, t1 in zip(rec.marks, rec.marks[1:])]
     print(json.dumps({
         "step_seconds": seconds,
