@@ -1,6 +1,7 @@
 """grpo-seq's updates against TRL's on the same completions, step after step.
 
     python benchmarks/lm_replay_vs_trl.py --steps 20 --out benchmarks/results/lm_replay_vs_trl.json
+    python benchmarks/lm_replay_vs_trl.py --steps 20 --beta 0.04 --out benchmarks/results/lm_replay_vs_trl_beta0.04.json
 
 The reward curves of lm_vs_trl.py differ by the luck of the draw: each system samples its own
 completions, and one solved group moves a step's mean reward by 0.12 to 0.25. This takes the
@@ -13,7 +14,7 @@ them), with its own completion masks, rewards, advantages, scoring, loss, clippi
 After every step it compares the two models' weights, on a fixed sample of 0.1% of the
 coordinates of every parameter: ``||theta_ours - theta_trl|| / ||theta_trl - theta_0||``, the
 gap as a share of how far TRL's training has moved the weights; at the end, over every weight.
-It also sets each step's rewards, advantages, loss and gradient norm side by side.
+It also sets each step's rewards, advantages, loss, gradient norm and KL side by side.
 A control shows what a real fault looks like on the same scale: grpo-seq scoring the same
 completions at temperature 1 instead of the temperature they were sampled at (a fault an
 earlier version had, and which held its reward flat over 20 steps).
@@ -35,7 +36,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from lm_vs_trl import first_rows, plain_checkpoint, trl_trainer  # noqa: E402
+from lm_vs_trl import add_run_arguments, first_rows, plain_checkpoint, trl_trainer  # noqa: E402
 
 BATCH_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")
 
@@ -221,15 +222,7 @@ def print_table(result: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=None, help="A model folder; default: SmolLM2-135M-Instruct cached from the wheel.")
-    ap.add_argument("--cache_dir", type=Path, default=Path.home() / ".cache/grpo_seq/models")
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/gsm8k/train.jsonl")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--prompts_per_step", type=int, default=2)
-    ap.add_argument("--num_generations", type=int, default=4, help="G")
-    ap.add_argument("--max_completion_length", type=int, default=128)
-    ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--learning_rate", type=float, default=2e-5)
+    add_run_arguments(ap, steps=20, steps_help="TRL's steps, replayed by grpo-seq.")
     ap.add_argument("--beta", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0, help="TRL's sampling seed.")
     ap.add_argument("--reward_fns", nargs="+", default=["correctness", "format"],

@@ -364,17 +364,22 @@ def print_table(result: dict) -> None:
                   f"level on {p['level']}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(ap: argparse.ArgumentParser, steps: int, steps_help: str) -> None:
+    """The model, data and training settings both systems share (also lm_replay_vs_trl.py's)."""
     ap.add_argument("--model", default=None, help="A model folder; default: SmolLM2-135M-Instruct cached from the wheel.")
     ap.add_argument("--cache_dir", type=Path, default=Path.home() / ".cache/grpo_seq/models")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/gsm8k/train.jsonl")
-    ap.add_argument("--steps", type=int, default=5, help="Optimizer steps per run; the first is the warm-up.")
+    ap.add_argument("--steps", type=int, default=steps, help=steps_help)
     ap.add_argument("--prompts_per_step", type=int, default=2)
     ap.add_argument("--num_generations", type=int, default=4, help="G")
     ap.add_argument("--max_completion_length", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--learning_rate", type=float, default=2e-5)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(ap, steps=5, steps_help="Optimizer steps per run; the first is the warm-up.")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="One run per system and seed in each cell.")
     ap.add_argument("--gradient_checkpointing", action="store_true")
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
