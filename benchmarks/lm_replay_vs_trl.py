@@ -110,7 +110,7 @@ def run_trl(a: argparse.Namespace, model: Path, data: Path, out: Path) -> dict:
     proc = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"TRL run failed:\n{proc.stderr[-3000:]}")
-    return torch.load(out / "trl.pt", weights_only=False)
+    return torch.load(out / "trl.pt", weights_only=True)
 
 
 # -- grpo-seq, replaying -------------------------------------------------------------------------
