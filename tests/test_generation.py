@@ -123,7 +123,9 @@ def test_sampled_logprobs_match_the_policy_scores(tiny):
     )
     with torch.no_grad():
         logp, _ = CausalLMPolicy(model, tok)(batch, with_entropy=False)
-    torch.testing.assert_close(logp[mask], logprobs[mask], atol=1e-5, rtol=0)
+    # float32 rounding of two different kernels (a cached decode against one full pass): up to 1e-5
+    # relative on this project's CPUs; a scoring fault (a shifted position, a padding token attended) is far larger.
+    torch.testing.assert_close(logp[mask], logprobs[mask], atol=1e-5, rtol=1e-5)
 
 
 def test_same_seed_same_samples(tiny):
