@@ -151,7 +151,7 @@ class ReplaySampler:
         )
 
 
-def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, score_temperature: float) -> dict:
+def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path, score_temperature: float) -> dict:
     from accelerate import Accelerator
 
     from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, RewardScorer
@@ -190,7 +190,7 @@ def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, score_temperatur
         })
     from safetensors.torch import load_file
 
-    final = load_file(str(a.worker_out_dir / "trl_final.safetensors"))
+    final = load_file(str(trl_final))
     ours = dict(model.named_parameters())
     diff = torch.cat([(ours[n].detach() - final[n]).reshape(-1) for n in sorted(final)])
     moved = torch.cat([(final[n] - start[n]).reshape(-1) for n in sorted(final)])
@@ -248,13 +248,12 @@ def main() -> None:
     result["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl_pkg.__version__}
     with tempfile.TemporaryDirectory() as tmp:
         a.data = first_rows(a.data, a.steps * a.prompts_per_step, Path(tmp) / "prompts.jsonl")
-        a.worker_out_dir = Path(tmp)
         t0 = time.perf_counter()
         trl = run_trl(a, model, a.data, Path(tmp))
         result["trl_seconds"] = time.perf_counter() - t0
         result["trl_reward_per_step"] = [lg["reward"] for lg in trl["logs"]]
         temperatures = [a.temperature] + ([] if a.no_control else [1.0])
-        result["runs"] = [run_ours(a, model, trl, t) for t in temperatures]
+        result["runs"] = [run_ours(a, model, trl, Path(tmp) / "trl_final.safetensors", t) for t in temperatures]
     print_table(result)
     if a.out:
         a.out.write_text(json.dumps(result, indent=2))
