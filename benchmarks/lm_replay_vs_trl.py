@@ -125,30 +125,20 @@ class ReplaySampler:
         self.mask_mismatches: list[int] = []  # rows per step where our completion mask differs from TRL's
 
     def sample(self, policy):
-        from grpo_seq.batch import RolloutBatch
-        from grpo_seq.sampling.lm import completion_mask
+        """Our sampler's batch, built by the same code (``text_batch``) from TRL's tokens."""
+        from grpo_seq.sampling.lm import text_batch
 
         rec = self.batches[self.step]
         self.step += 1
         G, tok = self.group_size, self.tokenizer
-        tokens = rec["completion_ids"]
-        mask, truncated = completion_mask(tokens, [tok.eos_token_id])
-        self.mask_mismatches.append(int((mask != rec["completion_mask"].bool()).any(-1).sum()))
-        tokens = torch.where(mask, tokens, torch.full_like(tokens, tok.pad_token_id))
-        ids = [t[m].tolist() for t, m in zip(tokens, mask)]
-        texts = tok.batch_decode(ids, skip_special_tokens=True)
-        rows = rec["rows"]
-        return RolloutBatch(
-            context=rec["prompt_ids"], tokens=tokens, mask=mask,
-            group=torch.arange(len(rows) // G).repeat_interleave(G), group_size=G, rewards=torch.zeros(len(rows)),
-            extras={
-                "prompt_mask": rec["prompt_mask"], "temperature": self.temperature,
-                "prompts": [r["prompt"] for r in rows],
-                "completions": [[{"role": "assistant", "content": t}] for t in texts],
-                "completion_texts": texts, "completion_ids": ids,
-                "columns": {"answer": [r["answer"] for r in rows]}, "truncated": truncated,
-            },
-        )
+        rows = rec["rows"][::G]  # TRL keeps a copy of each prompt's row, ids and mask per completion
+        if not torch.equal(rec["prompt_ids"], rec["prompt_ids"][::G].repeat_interleave(G, 0)):
+            raise ValueError(f"TRL's batch {self.step} is not laid out group by group ({G} rows per prompt)")
+        texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+        batch = text_batch(tok, rows, "prompt", G, rec["prompt_ids"][::G], rec["prompt_mask"][::G],
+                           rec["completion_ids"], [tok.eos_token_id], self.temperature, texts)
+        self.mask_mismatches.append(int((batch.mask != rec["completion_mask"].bool()).any(-1).sum()))
+        return batch
 
 
 def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path, score_temperature: float) -> dict:

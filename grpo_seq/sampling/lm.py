@@ -11,7 +11,7 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..models import prepare_tokenizer
 
-__all__ = ["LMGroupSampler", "completion_mask"]
+__all__ = ["LMGroupSampler", "completion_mask", "text_batch"]
 
 
 def completion_mask(tokens: torch.Tensor, eos_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,32 +169,44 @@ class LMGroupSampler:
         width = max(o.shape[1] for o in outs)
         pad_id = self.tokenizer.pad_token_id
         tokens = torch.cat([nn.functional.pad(o, (0, width - o.shape[1]), value=pad_id) for o in outs])
-        mask, truncated = completion_mask(tokens, self.eos_ids)
-        tokens = torch.where(mask, tokens, torch.full_like(tokens, pad_id))
+        return text_batch(self.tokenizer, rows, self.prompt_column, G, prompt_ids, prompt_mask, tokens, self.eos_ids,
+                          self.sampling["temperature"], texts)
 
-        completion_ids = [t[m].tolist() for t, m in zip(tokens, mask)]
-        completions_text = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        completions: list[Any] = (
-            [[{"role": "assistant", "content": c}] for c in completions_text] if conversational else completions_text
-        )
-        columns = {k: [row[k] for row in rows for _ in range(G)] for k in rows[0] if k != self.prompt_column}
-        return RolloutBatch(
-            context=prompt_ids.repeat_interleave(G, 0),
-            tokens=tokens,
-            mask=mask,
-            group=torch.arange(len(rows), device=device).repeat_interleave(G),
-            group_size=G,
-            rewards=torch.zeros(len(rows) * G, device=device),
-            extras={
-                "prompt_mask": prompt_mask.repeat_interleave(G, 0),
-                "temperature": self.sampling["temperature"],  # the policy scores under the sampled distribution
-                "prompts": [p for p in prompts for _ in range(G)],
-                "prompt_texts": [t for t in texts for _ in range(G)],
-                "completions": completions,
-                "completion_texts": completions_text,
-                "completion_ids": completion_ids,
-                "columns": columns,
-                "truncated": truncated,
-                "metrics": {"policy/truncated_fraction": float(truncated.float().mean())},
-            },
-        )
+
+def text_batch(
+    tokenizer, rows: Sequence[dict[str, Any]], prompt_column: str, G: int, prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor, tokens: torch.Tensor, eos_ids: Sequence[int], temperature: float,
+    prompt_texts: Sequence[str],
+) -> RolloutBatch:
+    """The batch of G sampled completions ``tokens`` (B, T) per prompt row: masks cut at the first
+    EOS, padding after it, decoded texts and the rows' other columns for the reward functions.
+    ``prompt_ids`` and ``prompt_mask`` hold one left-padded row per prompt."""
+    mask, truncated = completion_mask(tokens, eos_ids)
+    tokens = torch.where(mask, tokens, torch.full_like(tokens, tokenizer.pad_token_id))
+    prompts = [row[prompt_column] for row in rows]
+    completion_ids = [t[m].tolist() for t, m in zip(tokens, mask)]
+    completions_text = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    completions: list[Any] = (
+        completions_text if isinstance(prompts[0], str) else [[{"role": "assistant", "content": c}] for c in completions_text]
+    )
+    columns = {k: [row[k] for row in rows for _ in range(G)] for k in rows[0] if k != prompt_column}
+    return RolloutBatch(
+        context=prompt_ids.repeat_interleave(G, 0),
+        tokens=tokens,
+        mask=mask,
+        group=torch.arange(len(rows), device=tokens.device).repeat_interleave(G),
+        group_size=G,
+        rewards=torch.zeros(len(rows) * G, device=tokens.device),
+        extras={
+            "prompt_mask": prompt_mask.repeat_interleave(G, 0),
+            "temperature": temperature,  # the policy scores under the sampled distribution
+            "prompts": [p for p in prompts for _ in range(G)],
+            "prompt_texts": [t for t in prompt_texts for _ in range(G)],
+            "completions": completions,
+            "completion_texts": completions_text,
+            "completion_ids": completion_ids,
+            "columns": columns,
+            "truncated": truncated,
+            "metrics": {"policy/truncated_fraction": float(truncated.float().mean())},
+        },
+    )
