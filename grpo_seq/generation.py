@@ -19,7 +19,8 @@ tokens, each row padded with ``pad_token_id`` after its first EOS, as many colum
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -210,21 +211,50 @@ def _fast_step_unsupported(model: nn.Module) -> str | None:
     return None
 
 
+def few_rows_product(layer: nn.Linear, rows: int = 8) -> Callable[[Tensor], Tensor]:
+    """``layer`` as a function for the few rows of a decoding step: float32 weights repacked for
+    oneDNN's matrix product (where this torch build has it), else ``F.linear`` as is.
+
+    At a few rows a product should be bound by reading its weight from memory (this machine
+    reads 28 GB/s in a plain sum), yet MKL's float32 ``x @ W.T`` at 8 rows reads 6 to 11 GB/s;
+    oneDNN on weights packed for it reads 16 to 18 GB/s (SmolLM2's shapes, cold weights, 2
+    threads; the 49k-row LM head 18 against 5 to 7). Packing copies the weight (about 0.45 s
+    and 540 MB for SmolLM2-135M, once per generate call); the rows may then vary. Same float32
+    arithmetic, summed in another order. bfloat16 and autocast keep ``F.linear``: there it is
+    already the fastest measured.
+    """
+    w, b = layer.weight, layer.bias
+    if w.dtype == torch.float32 and w.device.type == "cpu" and _onednn_linear() and not torch.is_autocast_enabled("cpu"):
+        packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), rows)
+        bias = b.detach() if b is not None else None
+        return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+    return functools.partial(nn.functional.linear, weight=w, bias=b)
+
+
+@functools.cache
+def _onednn_linear() -> bool:
+    """True where oneDNN's packed float32 linear works in this torch build (checked once)."""
+    try:
+        w, x = torch.eye(4), torch.arange(8.0).view(2, 4)
+        y = torch.ops.mkldnn._linear_pointwise(x, torch.ops.mkldnn._reorder_linear_weight(w, 2), None, "none", [], "")
+        return bool(torch.backends.mkldnn.is_available() and torch.equal(y, x))
+    except (AttributeError, RuntimeError):
+        return False
+
+
 class LlamaDecodeStep:
     """One decoding step of a Llama-style model without its module machinery.
 
     The same arithmetic as the model's forward on one token per row, minus the per-module
     Python overhead: rotary tables computed once, and attention of the single query as two
     small batched products over the filled cache prefix, each key/value head serving its group
-    of query heads without being repeated. At a few rows the products are bound by reading
-    the weights from memory, so their layout barely matters, except for the float32 LM head
-    (the largest matrix): ``x @ W.T`` from a contiguous transposed copy is ~1.4x faster than
-    ``F.linear`` there (bfloat16: no difference). Fusing q/k/v or gate/up into one product
-    saved nothing measurable and costs a weight copy per call, so the weights are used as they
-    are. Built at each generate call from the current weights.
+    of query heads without being repeated. The weight products go through
+    :func:`few_rows_product`. Fusing q/k/v or gate/up into one product saved nothing
+    measurable with ``F.linear``, so the weights are used as they are. Built at each generate
+    call from the current weights.
     """
 
-    def __init__(self, model: nn.Module, max_positions: int):
+    def __init__(self, model: nn.Module, max_positions: int, rows: int = 8):
         base = model.model
         config = model.config
         self.embed = base.embed_tokens.weight
@@ -233,14 +263,12 @@ class LlamaDecodeStep:
             a, m = layer.self_attn, layer.mlp
             self.layers.append((
                 layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon,
-                a.q_proj, a.k_proj, a.v_proj, a.o_proj,
+                *(few_rows_product(w, rows) for w in (a.q_proj, a.k_proj, a.v_proj, a.o_proj)),
                 layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon,
-                m.gate_proj, m.up_proj, m.down_proj,
+                *(few_rows_product(w, rows) for w in (m.gate_proj, m.up_proj, m.down_proj)),
             ))
         self.norm = (base.norm.weight, base.norm.variance_epsilon)
-        head = model.lm_head.weight
-        self.head_t = head.t().contiguous() if head.dtype == torch.float32 else None
-        self.head, self.head_bias = head, model.lm_head.bias
+        self.head = few_rows_product(model.lm_head, rows)
         a0 = base.layers[0].self_attn
         self.head_dim = a0.head_dim
         self.n_q = config.num_attention_heads
@@ -270,27 +298,23 @@ class LlamaDecodeStep:
         N = token.shape[0]
         D, Hq, Hkv = self.head_dim, self.n_q, self.n_kv
         rep = Hq // Hkv
-        linear = nn.functional.linear
         h = self.embed.index_select(0, token)
         cos, sin = self.cos[position][:, None], self.sin[position][:, None]  # (N, 1, D)
         for (ln1, eps1, wq, wk, wv, wo, ln2, eps2, wg, wu, wd), layer in zip(self.layers, cache.layers):
             x = self._rms(h, ln1, eps1)
-            q = self._rope(linear(x, wq.weight, wq.bias).view(N, Hq, D), cos, sin)
-            k = self._rope(linear(x, wk.weight, wk.bias).view(N, Hkv, 1, D), cos[:, None], sin[:, None])
-            v = linear(x, wv.weight, wv.bias).view(N, Hkv, 1, D)
+            q = self._rope(wq(x).view(N, Hq, D), cos, sin)
+            k = self._rope(wk(x).view(N, Hkv, 1, D), cos[:, None], sin[:, None])
+            v = wv(x).view(N, Hkv, 1, D)
             keys, values = layer.update(k, v)  # (N, Hkv, L, D) views of the filled prefix
             # Query heads grouped under their key/value head: (N, Hkv, rep, D) against (N, Hkv, L, D).
             scores = torch.matmul(q.view(N, Hkv, rep, D), keys.transpose(-1, -2)).float() * self.scaling
             if bias is not None:
                 scores = scores + bias
             attn = torch.matmul(scores.softmax(-1).to(values.dtype), values).reshape(N, Hq * D)
-            h = h + linear(attn, wo.weight, wo.bias)
+            h = h + wo(attn)
             x = self._rms(h, ln2, eps2)
-            h = h + linear(nn.functional.silu(linear(x, wg.weight, wg.bias)) * linear(x, wu.weight, wu.bias),
-                           wd.weight, wd.bias)
-        h = self._rms(h, *self.norm)
-        logits = h @ self.head_t if self.head_t is not None else linear(h, self.head)
-        return logits if self.head_bias is None else logits + self.head_bias
+            h = h + wd(nn.functional.silu(wg(x)) * wu(x))
+        return self.head(self._rms(h, *self.norm))
 
 
 # -- sampling ----------------------------------------------------------------------------------
@@ -424,7 +448,7 @@ def sample_tokens(
     # mask is needed at all (attention over the whole prefix is what a single query wants).
     padded = not bool(pm.all())
     mask = torch.cat([pm.repeat_interleave(G, 0), pm.new_ones((N, max_new_tokens))], 1) if padded else None
-    step = LlamaDecodeStep(decoder, total) if fast_step and _fast_step_unsupported(decoder) is None else None
+    step = LlamaDecodeStep(decoder, total, rows=N) if fast_step and _fast_step_unsupported(decoder) is None else None
     if step is not None and mask is not None:  # additive, as the direct step adds it to the scores
         mask = torch.zeros(mask.shape, device=device).masked_fill_(mask == 0, float("-inf"))[:, None, None]
     position = pm.sum(-1).repeat_interleave(G, 0)  # of the next token, per row

@@ -27,6 +27,7 @@ from . import checkpoint as ckpt
 from .advantages import broadcast_outcome, outcome_advantages, process_advantages, stepwise_return_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
+from .memory import retain_freed_memory
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .sampling.base import GroupSampler
@@ -96,6 +97,8 @@ class GRPOTrainer:
             )
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
         self.accelerator = accelerator or Accelerator()
+        if config.retain_freed_memory:
+            retain_freed_memory()
         set_seed(config.seed)
         self.shuffle_gen = torch.Generator().manual_seed(config.seed)
         # No reference at all with beta = 0: nothing to load, nothing to run. A LoRA policy is

@@ -8,7 +8,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from grpo_seq import CausalLMPolicy, RolloutBatch
-from grpo_seq.generation import _draw, process_logits, sample_tokens, unsupported_reason
+from grpo_seq.generation import _draw, _onednn_linear, few_rows_product, process_logits, sample_tokens, unsupported_reason
 from grpo_seq.sampling import completion_mask
 from tiny_lm import make_tiny_lm
 
@@ -189,3 +189,32 @@ def test_policy_generate_uses_the_loop_and_falls_back(tiny, monkeypatch):
     assert out.shape[0] == 8 and not calls
     policy.generate(enc["input_ids"], enc["attention_mask"], num_return_sequences=4, repetition_penalty=1.1, **kw)
     assert calls
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_few_rows_product_equals_the_linear_layer(rows):
+    # The decoding step's products: float32 weights repacked for oneDNN where this torch has it.
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(96, 160)
+    x = torch.randn(rows, 96)
+    expected = torch.nn.functional.linear(x.double(), layer.weight.double(), layer.bias.double())
+    got = few_rows_product(layer, rows=8)(x)
+    assert got.dtype == torch.float32 and got.shape == (rows, 160)
+    # float32 sums of 96 products, in whatever order the kernel takes: a few ulps of |x| |w|
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=1e-5)
+    if _onednn_linear():  # the packed path really ran: packing keeps no reference to the weight
+        with torch.no_grad():
+            product = few_rows_product(layer)
+            layer.weight.zero_()
+            assert product(x).abs().max() > 0
+
+
+def test_few_rows_product_keeps_f_linear_in_16_bit_and_under_autocast():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(32, 48)
+    x = torch.randn(4, 32)
+    half = torch.nn.Linear(32, 48).to(torch.bfloat16)
+    assert torch.equal(few_rows_product(half)(x.bfloat16()), half(x.bfloat16()))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = few_rows_product(layer)(x)
+        assert got.dtype == torch.bfloat16 and torch.equal(got, layer(x))
