@@ -7,6 +7,10 @@ replaced with a token id that is practically never drawn so that every call deco
 fair figure).
 
     python benchmarks/generation_speed.py --precision fp32 bf16 --repeats 3
+    python benchmarks/generation_speed.py --precision fp32 --methods ours ours-mkl --repeats 3
+
+``ours-mkl`` is ``ours`` with the float32 weight products left to ``F.linear`` (MKL) instead of
+oneDNN on packed weights (``grpo_seq.generation.few_rows_product``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_seq import CausalLMPolicy
+from grpo_seq import CausalLMPolicy, generation
 from grpo_seq.models import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +39,17 @@ def load(model: str):
 
     folder = plain_checkpoint(None if model == DEFAULT_MODEL else model, CACHE)
     return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+@contextlib.contextmanager
+def without_onednn():
+    """few_rows_product falls back to F.linear, as where this torch build lacks packed oneDNN."""
+    saved = generation._onednn_linear
+    generation._onednn_linear = lambda: False
+    try:
+        yield
+    finally:
+        generation._onednn_linear = saved
 
 
 def prompts(tokenizer, n: int, data: str) -> dict[str, torch.Tensor]:
@@ -55,8 +70,9 @@ def main() -> None:
     ap.add_argument("--group-size", "-G", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    ap.add_argument("--methods", nargs="+", default=["hf", "ours"], choices=["hf", "ours", "generic"],
-                    help="hf: model.generate; ours: grpo_seq.generation; generic: ours through the model's forward")
+    ap.add_argument("--methods", nargs="+", default=["hf", "ours"], choices=["hf", "ours", "ours-mkl", "generic"],
+                    help="hf: model.generate; ours: grpo_seq.generation; ours-mkl: ours with float32 products "
+                         "through F.linear, not oneDNN on packed weights; generic: ours through the model's forward")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--top-p", type=float, default=1.0)
@@ -86,7 +102,8 @@ def main() -> None:
                 with ctx():
                     t0 = time.perf_counter()
                     extra = {"fast_step": False} if m == "generic" else {}
-                    out = policies[m].generate(enc["input_ids"], enc["attention_mask"], **kwargs, **extra)
+                    with without_onednn() if m == "ours-mkl" else contextlib.nullcontext():
+                        out = policies[m].generate(enc["input_ids"], enc["attention_mask"], **kwargs, **extra)
                     dt = time.perf_counter() - t0
                 steps = out.shape[1] - enc["input_ids"].shape[1]
                 if rep:
