@@ -65,7 +65,7 @@ class GRPOConfig:
         metadata={
             "help": "Keep memory freed between steps inside the process (glibc malloc: no heap trimming, no mmap "
             "per large block), so each step's activations land on pages already mapped instead of faulting every "
-            "page back in: 1 to 5 s of system time saved per SmolLM2 step on a 2-core VM, same peak RSS (README, "
+            "page back in: up to 5 s of system time saved per SmolLM2 step on a 2-core VM, same peak RSS (README, "
             "Performance). Process-wide; no effect without glibc."
         },
     )

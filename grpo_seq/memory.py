@@ -21,10 +21,10 @@ def retain_freed_memory() -> bool:
     frees them after the backward pass, then samples for seconds. By default glibc returns
     that memory to the kernel, and the next step faults every page back in: on a virtual
     machine whose host reclaims the guest's free memory, each of those faults is a host fault.
-    Measured on this project's 2-core VM, fp32 SmolLM2 steps with beta 0.04: 0.2 to 0.5 million
-    page faults and 1 to 5 s of system time a step, against about 0 and 0.2 s with this; peak
-    RSS unchanged (5.53 GiB either way), since the peak is reached inside every step anyway.
-    The RSS stays near that peak between steps.
+    Measured on this project's 2-core VM, fp32 SmolLM2 steps with beta 0.04: 0.1 to 0.5 million
+    page faults and 0.4 to 5.5 s of system time a step, against 0 to 0.05 million and 0.1 to 0.8 s
+    with this; peak RSS unchanged (5.27 to 5.28 GiB either way), since the peak is reached inside
+    every step anyway. The RSS stays near that peak between steps.
 
     Process-wide and idempotent; a no-op (returning False) where the C library is not glibc.
     """
