@@ -30,6 +30,12 @@ class GRPOConfig:
         default="constant",
         metadata={"help": "Learning-rate schedule: constant, or linear decay to 0 over the run's progress."},
     )
+    adam_beta1: float = field(
+        default=0.9, metadata={"help": "Adam's decay rate of the gradient's running mean (momentum)."}
+    )
+    adam_beta2: float = field(
+        default=0.999, metadata={"help": "Adam's decay rate of the squared gradient's running mean."}
+    )
     adam_eps: float = field(default=1e-8, metadata={"help": "Adam epsilon."})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
     max_grad_norm: float = field(
@@ -130,6 +136,9 @@ class GRPOConfig:
             fail("num_groups", "must be >= 1")
         if not self.learning_rate > 0:
             fail("learning_rate", "must be > 0")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                fail(name, "must be in [0, 1)")
         if self.lr_schedule not in LR_SCHEDULES:
             fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
         if self.max_grad_norm < 0:

@@ -115,7 +115,8 @@ class GRPOTrainer:
         params = [p for p in policy.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the policy has no trainable parameters")
-        optimizer = _adamw(params, lr=config.learning_rate, eps=config.adam_eps, weight_decay=config.weight_decay)
+        optimizer = _adamw(params, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
+                           eps=config.adam_eps, weight_decay=config.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
         self._bare_policy = self.accelerator.unwrap_model(self.model)
         # accelerate's optimizer and clipping wrappers cost ~2 ms a call (package lookups on every

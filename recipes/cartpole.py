@@ -93,6 +93,15 @@ class CartPoleConfig(GRPOConfig):
     lr_schedule: str = field(
         default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
     )
+    adam_beta1: float = field(
+        default=0.5, metadata={"help": "Adam momentum. 0.5, not 0.9: each update sees one pair of episodes, and "
+                               "momentum 0.9 keeps pushing a pair's direction for ~10 updates (median env steps "
+                               "to solve over 80 seeds 5.5k against 11.8k, README)."}
+    )
+    adam_beta2: float = field(
+        default=0.95, metadata={"help": "Adam's decay rate of the squared gradient's running mean (0.95: the only "
+                                "value tried beside beta1 0.5 that solved all 80 seeds, README)."}
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(
         default="bnpo",

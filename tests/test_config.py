@@ -15,6 +15,8 @@ from grpo_seq import GRPOConfig
         ("learning_rate", 0.0, "GRPOConfig.learning_rate: must be > 0"),
         ("num_minibatches", 3, "GRPOConfig.num_minibatches: must divide the 64 outputs"),
         ("epsilon", -0.2, "GRPOConfig.epsilon: must be in"),
+        ("adam_beta1", 1.0, r"GRPOConfig.adam_beta1: must be in \[0, 1\)"),
+        ("adam_beta2", -0.1, r"GRPOConfig.adam_beta2: must be in \[0, 1\)"),
         ("save_steps", -1, "GRPOConfig.save_steps: must be >= 0"),
         ("save_total_limit", -1, "GRPOConfig.save_total_limit: must be >= 0"),
     ],

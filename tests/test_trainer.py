@@ -239,3 +239,18 @@ def test_a_step_with_nothing_to_train_still_moves_adam_like_a_zero_gradient():
 def test_nothing_is_skipped_when_the_kl_term_has_a_gradient():
     (m_skip, _, _), _ = _skip_pair([[0, 2], [0, 2]], beta=0.1)
     assert [m["perf/trained_fraction"] for m in m_skip] == [1.0, 1.0]
+
+
+def test_adam_betas_reach_the_optimizer():
+    """Adam's first update is g / |g| whatever the betas (bias correction); from the second on
+    the betas weigh the two gradients, so two trainers that differ only in betas split there."""
+    default = make_trainer(num_groups=1, num_generations=2)
+    custom = make_trainer(num_groups=1, num_generations=2, adam_beta1=0.5, adam_beta2=0.95)
+    assert custom.optimizer.param_groups[0]["betas"] == (0.5, 0.95)
+    assert default.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
+    default.step(), custom.step()
+    for a, b in zip(default.policy.parameters(), custom.policy.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+    default.step(), custom.step()
+    gap = max((a - b).abs().max().item() for a, b in zip(default.policy.parameters(), custom.policy.parameters()))
+    assert gap > 1e-4
