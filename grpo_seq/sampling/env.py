@@ -123,20 +123,26 @@ class EnvGroupSampler:
         to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
         as much as the env steps themselves."""
         running = list(range(self.num_envs))
+        lengths = [len(obs_buf)] * self.num_envs  # an episode still running at the limit fills the buffer
         t = 0
         while t < len(obs_buf) and running:
             obs_buf[t] = obs
-            mask_buf[t, running] = True
             actions = act(obs)
             act_buf[t] = actions
-            a, still = actions.tolist(), []
+            still = []
             for i in running:
-                o, r, terminated, truncated, _ = self.env_list[i].step(a[i])
+                # A numpy integer, not a Python int: Discrete.contains checks an int's range
+                # through np.iinfo, a quarter of a CartPole step (benchmarks/env_step_cost.py).
+                o, r, terminated, truncated, _ = self.env_list[i].step(actions[i])
                 obs[i], rew_buf[t, i] = o, r
-                if not (terminated or truncated):
+                if terminated or truncated:
+                    lengths[i] = t + 1
+                else:
                     still.append(i)
             running = still
             t += 1
+        # The mask from the lengths once, rather than a fancy-indexed write at every step.
+        mask_buf[:t] = np.arange(t)[:, None] < np.asarray(lengths)[None, :]
         return t
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
