@@ -254,3 +254,52 @@ def test_adam_betas_reach_the_optimizer():
     default.step(), custom.step()
     gap = max((a - b).abs().max().item() for a, b in zip(default.policy.parameters(), custom.policy.parameters()))
     assert gap > 1e-4
+
+
+def _batch_kl(before, after, batch):
+    """KL(before || after) over the batch's tokens by hand: the full categorical sum, not the k3
+    estimate the trainer uses, so the two agree only in expectation (checked loosely)."""
+    with torch.no_grad():
+        lp, lq = torch.log_softmax(before.net(batch.context), -1), torch.log_softmax(after.net(batch.context), -1)
+        kl_t = (lp.exp() * (lp - lq)).sum(-1)
+    return float(kl_t[batch.mask].mean())
+
+
+def test_trust_region_scales_a_large_step_back_to_the_kl_bound():
+    # lr 0.5 moves this policy by several nats; the bound keeps it at 0.01 on the batch.
+    bound = make_trainer(num_groups=1, num_generations=4, learning_rate=0.5, max_update_kl=0.01)
+    free = make_trainer(num_groups=1, num_generations=4, learning_rate=0.5)
+    bound.sampler = rec = RecordingSampler(bound.sampler)
+    free.sampler = rec_free = RecordingSampler(free.sampler)
+    m, m_free = bound.step(), free.step()
+    assert 0 < m["policy/update_kl"] <= 0.01 and 0 < m["policy/update_scale"] < 1
+    assert "policy/update_kl" not in m_free
+    # the k3 estimate the trainer bounds, recomputed from the two policies' log-probs
+    with torch.no_grad():
+        lp_before, _ = rec.policy_before(rec.batch)
+        lp_after, _ = bound.policy(rec.batch)
+    d = lp_after - lp_before
+    k3 = (d.exp() - d - 1)[rec.batch.mask].mean()
+    assert float(k3) == pytest.approx(m["policy/update_kl"], rel=1e-5)
+    assert _batch_kl(rec.policy_before, bound.policy, rec.batch) < 0.05
+    assert _batch_kl(rec_free.policy_before, free.policy, rec_free.batch) > 0.5
+    # the bounded step lies along the free one: the same direction, shortened by update_scale
+    scale = m["policy/update_scale"]
+    for p0, pb, pf in zip(rec.policy_before.parameters(), bound.policy.parameters(), free.policy.parameters()):
+        torch.testing.assert_close(pb - p0, scale * (pf - p0), rtol=1e-4, atol=1e-6)
+
+
+def test_trust_region_leaves_a_step_inside_it_untouched():
+    loose = make_trainer(num_groups=1, num_generations=2, learning_rate=1e-3, max_update_kl=10.0)
+    plain = make_trainer(num_groups=1, num_generations=2, learning_rate=1e-3)
+    for _ in range(3):
+        m = loose.step()
+        plain.step()
+        assert m["policy/update_scale"] == 1.0
+    for a, b in zip(loose.policy.parameters(), plain.policy.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_max_update_kl_must_not_be_negative():
+    with pytest.raises(ValueError, match="GRPOConfig.max_update_kl"):
+        GRPOConfig(max_update_kl=-0.1)
