@@ -41,15 +41,6 @@ class GRPOConfig:
     max_grad_norm: float = field(
         default=1.0, metadata={"help": "Clip the global gradient norm to this value; 0 disables clipping."}
     )
-    max_update_kl: float = field(
-        default=0.0,
-        metadata={
-            "help": "Trust region per optimizer step: the largest KL(pi_before || pi_after) an update may make, "
-            "estimated (k3) on the minibatch's own tokens. A larger update is scaled back along its direction "
-            "(backtracking line search, as in TRPO) until it fits. With mu = 1 PPO's clipping never acts, so this "
-            "is what bounds a step. Costs a no-grad forward pass per step and per backtrack. 0: off."
-        },
-    )
     mu: int = field(
         default=1,
         metadata={
@@ -152,8 +143,6 @@ class GRPOConfig:
             fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
         if self.max_grad_norm < 0:
             fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
-        if self.max_update_kl < 0:
-            fail("max_update_kl", "must be >= 0 (0: no trust region)")
         if self.mu < 1:
             fail("mu", "must be >= 1")
         if self.num_minibatches < 1:

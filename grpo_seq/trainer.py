@@ -11,7 +11,6 @@ import contextlib
 import copy
 import json
 import logging
-import math
 import pickle
 import resource
 import shutil
@@ -30,7 +29,7 @@ from .batch import RolloutBatch
 from .config import GRPOConfig
 from .memory import retain_freed_memory
 from .metrics import JsonlLogger
-from .objective import aggregate, grpo_loss, k3_kl
+from .objective import aggregate, grpo_loss
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, load_policy_weights, save_policy
 from .tracking import tracker_config
@@ -41,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 ScoreFn = Callable[[RolloutBatch], RolloutBatch]
 TOKEN_STATS = ("kl", "clip_fraction", "ratio", "entropy")  # means over scored tokens
-MAX_BACKTRACKS = 10  # a trust-region step still too large after this many is not taken at all
 
 
 def compute_advantages(batch: RolloutBatch, config: GRPOConfig) -> Tensor:
@@ -220,8 +218,7 @@ class GRPOTrainer:
         micro = cfg.micro_batch_size or mb
         token_sums: dict[str, Tensor] = {}
         n_tokens_seen = torch.zeros((), device=acc.device)
-        losses, grad_norms, update_kls, update_scales = [], [], [], []
-        trust = cfg.max_update_kl > 0
+        losses, grad_norms = [], []
         for _ in range(cfg.mu):
             order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
             for k in range(cfg.num_minibatches):
@@ -234,10 +231,6 @@ class GRPOTrainer:
                     rows = idx[:1]
                 chunks = rows.split(micro) if len(rows) else ()
                 mb_tokens = batch.mask[idx].sum()
-                if trust:  # this minibatch's log-probs before the step, to measure what the step changes
-                    mb_batch = batch.select(idx)
-                    with acc.autocast():
-                        before = self._score(self.policy, mb_batch)
                 mb_loss = torch.zeros((), device=acc.device)
                 for j, chunk in enumerate(chunks):
                     sub = batch.select(chunk)
@@ -265,12 +258,7 @@ class GRPOTrainer:
                 if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
                     for p in self._params:
                         p.grad = torch.zeros_like(p)
-                saved = [p.detach().clone() for p in self._params] if trust else None
                 grad_norm = self._optimizer_step()
-                if trust:
-                    kl, scale = self._fit_trust_region(mb_batch, before, saved)
-                    update_kls.append(kl)
-                    update_scales.append(scale)
                 losses.append(mb_loss)
                 grad_norms.append(torch.as_tensor(grad_norm, device=acc.device).detach().float())
         self.step_count += 1
@@ -292,9 +280,6 @@ class GRPOTrainer:
                        for i, n in enumerate(TOKEN_STATS)}
         averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(losses).mean(),
                     "loss/grad_norm": torch.stack(grad_norms).mean()}
-        if trust:  # the same on every process: both come from all-reduced KLs
-            averaged["policy/update_kl"] = sum(update_kls) / len(update_kls)
-            averaged["policy/update_scale"] = sum(update_scales) / len(update_scales)
         # The sampler's and reward functions' own metrics (truncation, each reward's mean).
         averaged.update(batch.extras.get("metrics", {}))
         reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
@@ -318,38 +303,6 @@ class GRPOTrainer:
         })
         self.log(metrics)
         return metrics
-
-    @torch.no_grad()
-    def _update_kl(self, batch: RolloutBatch, before: Tensor) -> float:
-        """KL(pi_before || pi_now) over the batch's tokens, all processes together: the k3 estimate on
-        tokens that pi_before sampled (exactly so with mu = 1; the old policy's tokens otherwise)."""
-        with self.accelerator.autocast():
-            now = self._score(self.policy, batch)
-        kl_t = torch.where(batch.mask, k3_kl(before, now), 0.0)
-        sums = self.accelerator.reduce(torch.stack([kl_t.sum(), batch.mask.sum().float()]), "sum")
-        return float(sums[0] / sums[1].clamp_min(1.0))
-
-    @torch.no_grad()
-    def _fit_trust_region(self, batch: RolloutBatch, before: Tensor, saved: list[Tensor]) -> tuple[float, float]:
-        """Scale the step just taken back along its direction until its KL is at most
-        ``max_update_kl``; returns ``(kl, scale)``. KL grows about as the square of the step, so each
-        try shrinks the step by 0.9 sqrt(max / kl); a step that still does not fit is undone."""
-        max_kl = self.config.max_update_kl
-        kl = self._update_kl(batch, before)
-        if kl <= max_kl:
-            return kl, 1.0
-        steps = [p.detach() - s for p, s in zip(self._params, saved)]
-        scale = 1.0
-        for _ in range(MAX_BACKTRACKS):
-            scale *= 0.9 * math.sqrt(max_kl / kl) if math.isfinite(kl) else 0.1
-            for p, s, d in zip(self._params, saved, steps):
-                torch.add(s, d, alpha=scale, out=p.data)
-            kl = self._update_kl(batch, before)
-            if kl <= max_kl:
-                return kl, scale
-        for p, s in zip(self._params, saved):
-            p.data.copy_(s)
-        return 0.0, 0.0
 
     def _optimizer_step(self) -> Tensor:
         """Clip (when configured), step and zero the gradients; returns the gradient norm."""
