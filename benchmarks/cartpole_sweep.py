@@ -27,9 +27,9 @@ from accelerate.utils import set_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
-from cartpole import CartPoleConfig  # noqa: E402
+from cartpole import CartPoleConfig, make_policy  # noqa: E402
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOTrainer  # noqa: E402
+from grpo_seq import EnvGroupSampler, GRPOTrainer  # noqa: E402
 from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     args = CartPoleConfig(seed=seed, **overrides)
     set_seed(seed)
     sampler = EnvGroupSampler(args.env_id, args.num_groups, args.num_generations, seed=seed)
-    policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions, tuple(args.hidden_sizes))
+    policy = make_policy(args, sampler)
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + seed)
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()

@@ -21,6 +21,11 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - Adam with momentum 0.5 (beta2 0.95), not 0.9: consecutive pairs start from different
   states and disagree, and momentum 0.9 keeps a pair's push going for ~10 updates. Over 80
   seeds: a median 5.5k env steps to solve against 11.5k (README, "Adam's momentum").
+- Observations in units of CartPole's termination thresholds (cart position / 2.4, pole angle
+  / 0.21 rad) and orthogonal hidden layers. Adam moves every weight by about the learning
+  rate whatever its input's units; in radians the angle, the input that matters most, moved
+  the logits 10x less per step than the cart position. Over 80 seeds: a median 2.0k env
+  steps to solve against 5.5k, and no seed falling below 475 after solving (6 did).
 Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/, checkpoints/}. SIGTERM or
 Ctrl-C finishes the current step, writes a checkpoint and prints the command that resumes it
 (`--resume_from <output_dir>`); the resumed run repeats the uninterrupted one exactly.
@@ -34,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gymnasium as gym
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -63,6 +69,18 @@ class CartPoleConfig(GRPOConfig):
     eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
     solved_return: float = field(default=475.0, metadata={"help": "Eval mean return that counts as solved."})
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
+    obs_scale: list[float] = field(
+        default_factory=list,
+        metadata={"help": "Divide each observation dimension by this before the MLP (one number per dimension; "
+                  "1s for none). Default: for CartPole, the cart position and pole angle by their termination "
+                  "thresholds (2.4 m, 0.21 rad), velocities as they are; none for other envs. Over 80 seeds: a "
+                  "median 2.0k env steps to solve against 5.5k, and no seed falling after solving (README)."},
+    )
+    orthogonal_init: bool = field(
+        default=True,
+        metadata={"help": "Orthogonal hidden layers with gain sqrt(2) and zero biases (Stable-Baselines3's PPO "
+                  "init) instead of torch's uniform default."},
+    )
     record: bool = field(
         default=False,
         metadata={"help": "After training, write a greedy episode of the policy to <output_dir>/agent.gif (an MP4 too "
@@ -113,6 +131,29 @@ class CartPoleConfig(GRPOConfig):
     )
 
 
+def default_obs_scale(env_id: str) -> list[float] | None:
+    """CartPole's observations in units of its termination thresholds: the pole angle spans only
+    +-0.21 rad, so in radians a weight must grow 10x further than for the cart position before
+    the angle steers the policy, and Adam moves every weight by about the learning rate."""
+    env = gym.make(env_id).unwrapped
+    try:
+        if hasattr(env, "x_threshold") and hasattr(env, "theta_threshold_radians"):
+            return [float(env.x_threshold), 1.0, float(env.theta_threshold_radians), 1.0]
+        return None
+    finally:
+        env.close()
+
+
+def make_policy(args: CartPoleConfig, sampler: EnvGroupSampler) -> CategoricalMLPPolicy:
+    """The recipe's policy; ``args.obs_scale`` empty means :func:`default_obs_scale`."""
+    scale = args.obs_scale or default_obs_scale(args.env_id)
+    if scale is not None and len(scale) != sampler.obs_dim:
+        raise ValueError(f"--obs_scale has {len(scale)} numbers; {args.env_id} observations have {sampler.obs_dim} "
+                         "dimensions (give one divisor per dimension)")
+    return CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions, tuple(args.hidden_sizes), obs_scale=scale,
+                                orthogonal_init=args.orthogonal_init)
+
+
 def main() -> None:
     args = parse_config(CartPoleConfig)
     if args.output_dir is None:  # a resumed run goes on in its own folder
@@ -129,7 +170,7 @@ def main() -> None:
     sampler = EnvGroupSampler(
         args.env_id, args.num_groups, args.num_generations, seed=args.seed + 1_000_003 * accelerator.process_index
     )
-    policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions, tuple(args.hidden_sizes))
+    policy = make_policy(args, sampler)
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
     # Same eval seeds on every process: equal parameters give equal returns, so all agree.
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + args.seed)

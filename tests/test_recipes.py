@@ -22,7 +22,8 @@ def test_cartpole_help_lists_every_option():
 
     from grpo_seq import GRPOConfig
 
-    recipe_only = ["env_id", "total_env_steps", "eval_every", "eval_episodes", "solved_return", "hidden_sizes"]
+    recipe_only = ["env_id", "total_env_steps", "eval_every", "eval_episodes", "solved_return", "hidden_sizes",
+                   "obs_scale", "orthogonal_init"]
     for name in [f.name for f in dataclasses.fields(GRPOConfig)] + recipe_only:
         assert f"--{name}" in out.stdout, name
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -23,22 +24,47 @@ class CategoricalMLPPolicy(nn.Module):
 
     ``forward(batch)`` scores a :class:`RolloutBatch` (what the trainer calls, so a DDP wrapper
     sees the call); :meth:`act` samples or picks greedy actions while rolling out.
+
+    Args:
+        obs_scale: per-dimension divisors applied to observations before the first layer (fixed,
+            saved with the policy). Adam moves every weight by about the learning rate, so the
+            units of the inputs set how far one step moves the logits: a pole angle that only
+            spans +-0.21 rad needs weights 10x larger than a cart position in +-2.4 m.
+            :func:`observation_scale` derives one from an env's observation space.
+        orthogonal_init: hidden layers initialised orthogonal with gain sqrt(2) and zero biases
+            (Stable-Baselines3's and CleanRL's PPO init) instead of torch's uniform default.
     """
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh"):
+    def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
+                 obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        if obs_scale is not None:
+            obs_scale = [float(x) for x in obs_scale]
+            if len(obs_scale) != obs_dim or not all(math.isfinite(x) and x > 0 for x in obs_scale):
+                raise ValueError(f"obs_scale must hold {obs_dim} finite positive divisors (one per observation "
+                                 f"dimension), got {obs_scale}")
         self.init_kwargs = {
             "obs_dim": obs_dim,
             "num_actions": num_actions,
             "hidden_sizes": list(hidden_sizes),
             "activation": activation,
+            "obs_scale": obs_scale,
+            "orthogonal_init": orthogonal_init,
         }
+        # Not in the state dict: it is a constructor argument, saved in policy.json.
+        self._inv_scale_np = None if obs_scale is None else (1.0 / np.array(obs_scale, dtype=np.float32))
+        self.register_buffer("inv_obs_scale", None if obs_scale is None else torch.from_numpy(self._inv_scale_np.copy()),
+                             persistent=False)
         layers: list[nn.Module] = []
         width = obs_dim
         for h in hidden_sizes:
-            layers += [nn.Linear(width, h), _ACTIVATIONS[activation]()]
+            layer = nn.Linear(width, h)
+            if orthogonal_init:
+                nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+                nn.init.zeros_(layer.bias)
+            layers += [layer, _ACTIVATIONS[activation]()]
             width = h
         head = nn.Linear(width, num_actions)
         # A near-uniform initial policy: every action is tried from the start (as in PPO's
@@ -48,16 +74,16 @@ class CategoricalMLPPolicy(nn.Module):
         self.net = nn.Sequential(*layers, head)
 
     def logits(self, obs: Tensor) -> Tensor:
-        return self.net(obs)
+        return self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
 
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Per-token log-probs and entropies ``(B, T)`` of the batch's actions."""
-        logits = self.net(batch.context)
+        logits = self.logits(batch.context)
         return token_logprobs(logits, batch.tokens), token_entropy(logits) if with_entropy else None
 
     @torch.no_grad()
     def act(self, obs: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
-        logits = self.net(obs)
+        logits = self.logits(obs)
         if greedy:
             return logits.argmax(-1)
         # Gumbel-max draws from softmax(logits) with one uniform per action, no normalising.
@@ -78,9 +104,10 @@ class CategoricalMLPPolicy(nn.Module):
                   for m in self.net if isinstance(m, nn.Linear)]
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
         activation = _NUMPY_ACTIVATIONS[self.init_kwargs["activation"]]
+        inv_scale = self._inv_scale_np
 
         def act(obs: np.ndarray) -> np.ndarray:
-            h = obs
+            h = obs if inv_scale is None else obs * inv_scale
             for w, b in hidden:
                 h = h @ w
                 h += b

@@ -1,0 +1,79 @@
+"""CategoricalMLPPolicy's input scale and initialisation."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, load_policy
+from grpo_seq.serialization import save_policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
+from cartpole import CartPoleConfig, default_obs_scale, make_policy  # noqa: E402
+
+SCALE = [2.4, 1.0, 0.2, 4.0]
+
+
+def _pair():
+    """A policy with an input scale and an unscaled copy of the same weights."""
+    torch.manual_seed(0)
+    scaled = CategoricalMLPPolicy(4, 3, (16, 16), obs_scale=SCALE)
+    torch.nn.init.normal_(scaled.net[-1].weight, std=1.0)  # far from uniform, so actions differ by state
+    plain = CategoricalMLPPolicy(4, 3, (16, 16))
+    plain.load_state_dict(scaled.state_dict())
+    obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32) * np.float32([1.0, 1.0, 0.1, 2.0])
+    return scaled, plain, obs
+
+
+def test_obs_scale_divides_each_dimension_before_the_first_layer():
+    scaled, plain, obs = _pair()
+    divided = torch.from_numpy(obs / np.float32(SCALE))
+    torch.testing.assert_close(scaled.logits(torch.from_numpy(obs)), plain.logits(divided), rtol=1e-6, atol=1e-6)
+    # and not a no-op: the unscaled policy picks other actions on the raw observations
+    assert not torch.equal(scaled.act(torch.from_numpy(obs), greedy=True), plain.act(torch.from_numpy(obs), greedy=True))
+
+
+def test_numpy_actor_applies_the_same_scale():
+    scaled, _, obs = _pair()
+    greedy = scaled.numpy_actor(greedy=True)(obs)
+    assert np.array_equal(greedy, scaled.act(torch.from_numpy(obs), greedy=True).numpy())
+
+
+def test_the_scale_is_saved_with_the_policy_and_not_in_its_weights(tmp_path):
+    scaled, _, obs = _pair()
+    assert "inv_obs_scale" not in scaled.state_dict()  # older weight files still load
+    save_policy(scaled, tmp_path / "p")
+    loaded = load_policy(tmp_path / "p")
+    assert loaded.init_kwargs["obs_scale"] == SCALE
+    assert np.array_equal(loaded.numpy_actor(greedy=True)(obs), scaled.numpy_actor(greedy=True)(obs))
+
+
+@pytest.mark.parametrize("scale", [[1.0, 2.0], [1.0, 0.0, 1.0, 1.0], [1.0, float("inf"), 1.0, 1.0]])
+def test_a_bad_obs_scale_is_refused_by_name(scale):
+    with pytest.raises(ValueError, match="obs_scale"):
+        CategoricalMLPPolicy(4, 2, obs_scale=scale)
+
+
+def test_orthogonal_init_gives_orthogonal_hidden_layers_with_gain_sqrt2():
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(4, 2, (64, 32), orthogonal_init=True)
+    first, second, head = (m for m in policy.net if isinstance(m, torch.nn.Linear))
+    # (64, 4): orthonormal columns; (32, 64): orthonormal rows; both times sqrt(2)
+    torch.testing.assert_close(first.weight.T @ first.weight, 2 * torch.eye(4), atol=1e-5, rtol=0)
+    torch.testing.assert_close(second.weight @ second.weight.T, 2 * torch.eye(32), atol=1e-5, rtol=0)
+    assert not first.bias.any() and not second.bias.any()
+    assert head.weight.abs().max() < 0.05  # the head keeps its near-uniform init
+    default = CategoricalMLPPolicy(4, 2, (64, 32))
+    assert default.net[0].bias.any()  # torch's default: uniform biases
+
+
+def test_recipe_scales_cartpole_by_its_termination_thresholds_and_leaves_other_envs():
+    assert default_obs_scale("CartPole-v1") == pytest.approx([2.4, 1.0, 12 * 2 * np.pi / 360, 1.0])
+    assert default_obs_scale("Acrobot-v1") is None
+    sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
+    assert make_policy(CartPoleConfig(), sampler).init_kwargs["obs_scale"] == pytest.approx(default_obs_scale("CartPole-v1"))
+    assert make_policy(CartPoleConfig(obs_scale=[1, 1, 1, 1]), sampler).init_kwargs["obs_scale"] == [1, 1, 1, 1]
+    with pytest.raises(ValueError, match="--obs_scale has 2 numbers"):
+        make_policy(CartPoleConfig(obs_scale=[1.0, 2.0]), sampler)
