@@ -115,6 +115,16 @@ def load_policy_weights(policy: nn.Module, directory: str | os.PathLike) -> None
     weights_path = directory / WEIGHTS_NAME
     if not weights_path.is_file():
         raise FileNotFoundError(f"{weights_path} not found: is {directory} a folder written by save_policy?")
+    cfg_path = directory / POLICY_CONFIG_NAME
+    if hasattr(policy, "function_kwargs") and cfg_path.is_file():
+        # Weights of the same shapes can still mean another function (an input scale, an activation).
+        saved = policy.function_kwargs(json.loads(cfg_path.read_text()).get("kwargs", {}))
+        mine = policy.function_kwargs(policy.init_kwargs)
+        diff = {k: (saved[k], mine[k]) for k in mine if saved.get(k) != mine[k]}
+        if diff:
+            raise ValueError(f"{cfg_path}: these weights were trained for another {type(policy).__name__}: "
+                             + "; ".join(f"{k} was {a}, is {b} here" for k, (a, b) in diff.items())
+                             + " (pass the run's own options, e.g. --obs_scale, when resuming)")
     try:
         policy.load_state_dict(load_file(str(weights_path)))
     except RuntimeError as e:

@@ -77,3 +77,16 @@ def test_recipe_scales_cartpole_by_its_termination_thresholds_and_leaves_other_e
     assert make_policy(CartPoleConfig(obs_scale=[1, 1, 1, 1]), sampler).init_kwargs["obs_scale"] == [1, 1, 1, 1]
     with pytest.raises(ValueError, match="--obs_scale has 2 numbers"):
         make_policy(CartPoleConfig(obs_scale=[1.0, 2.0]), sampler)
+
+
+def test_weights_trained_for_another_input_scale_are_refused_by_name(tmp_path):
+    from grpo_seq.serialization import load_policy_weights
+
+    raw = CategoricalMLPPolicy(4, 2)  # as saved before obs_scale existed: no scale
+    save_policy(raw, tmp_path / "raw")
+    with pytest.raises(ValueError, match=r"obs_scale was \[1.0, 1.0, 1.0, 1.0\], is \[2.4"):
+        load_policy_weights(CategoricalMLPPolicy(4, 2, obs_scale=SCALE), tmp_path / "raw")
+    # a scale of 1s is no scale, and the init does not change what given weights compute
+    same = CategoricalMLPPolicy(4, 2, obs_scale=[1, 1, 1, 1], orthogonal_init=True)
+    load_policy_weights(same, tmp_path / "raw")
+    torch.testing.assert_close(same.net[0].weight, raw.net[0].weight, rtol=0, atol=0)

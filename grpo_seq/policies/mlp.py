@@ -73,6 +73,16 @@ class CategoricalMLPPolicy(nn.Module):
         nn.init.zeros_(head.bias)
         self.net = nn.Sequential(*layers, head)
 
+    @staticmethod
+    def function_kwargs(kwargs: dict) -> dict:
+        """The constructor arguments that decide what the network computes from given weights:
+        ``orthogonal_init`` only draws the first weights, and no scale is a scale of 1s."""
+        out = {"hidden_sizes": list(kwargs.get("hidden_sizes", [64, 64])), "activation": kwargs.get("activation", "tanh"),
+               "obs_dim": kwargs.get("obs_dim"), "num_actions": kwargs.get("num_actions")}
+        scale = kwargs.get("obs_scale")
+        out["obs_scale"] = [1.0] * int(out["obs_dim"] or 0) if scale is None else [float(x) for x in scale]
+        return out
+
     def logits(self, obs: Tensor) -> Tensor:
         return self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
 
