@@ -30,7 +30,7 @@ class CategoricalMLPPolicy(nn.Module):
             saved with the policy). Adam moves every weight by about the learning rate, so the
             units of the inputs set how far one step moves the logits: a pole angle that only
             spans +-0.21 rad needs weights 10x larger than a cart position in +-2.4 m.
-            :func:`observation_scale` derives one from an env's observation space.
+            ``recipes/cartpole.py`` uses CartPole's termination thresholds.
         orthogonal_init: hidden layers initialised orthogonal with gain sqrt(2) and zero biases
             (Stable-Baselines3's and CleanRL's PPO init) instead of torch's uniform default.
     """
@@ -54,8 +54,7 @@ class CategoricalMLPPolicy(nn.Module):
             "orthogonal_init": orthogonal_init,
         }
         # Not in the state dict: it is a constructor argument, saved in policy.json.
-        self._inv_scale_np = None if obs_scale is None else (1.0 / np.array(obs_scale, dtype=np.float32))
-        self.register_buffer("inv_obs_scale", None if obs_scale is None else torch.from_numpy(self._inv_scale_np.copy()),
+        self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
         layers: list[nn.Module] = []
         width = obs_dim
@@ -75,13 +74,11 @@ class CategoricalMLPPolicy(nn.Module):
 
     @staticmethod
     def function_kwargs(kwargs: dict) -> dict:
-        """The constructor arguments that decide what the network computes from given weights:
+        """What decides the function of given weights beyond their shapes (which loading checks):
         ``orthogonal_init`` only draws the first weights, and no scale is a scale of 1s."""
-        out = {"hidden_sizes": list(kwargs.get("hidden_sizes", [64, 64])), "activation": kwargs.get("activation", "tanh"),
-               "obs_dim": kwargs.get("obs_dim"), "num_actions": kwargs.get("num_actions")}
         scale = kwargs.get("obs_scale")
-        out["obs_scale"] = [1.0] * int(out["obs_dim"] or 0) if scale is None else [float(x) for x in scale]
-        return out
+        return {"activation": kwargs.get("activation"),
+                "obs_scale": [1.0] * int(kwargs.get("obs_dim") or 0) if scale is None else [float(x) for x in scale]}
 
     def logits(self, obs: Tensor) -> Tensor:
         return self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
@@ -114,7 +111,7 @@ class CategoricalMLPPolicy(nn.Module):
                   for m in self.net if isinstance(m, nn.Linear)]
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
         activation = _NUMPY_ACTIVATIONS[self.init_kwargs["activation"]]
-        inv_scale = self._inv_scale_np
+        inv_scale = None if self.inv_obs_scale is None else self.inv_obs_scale.cpu().numpy().copy()
 
         def act(obs: np.ndarray) -> np.ndarray:
             h = obs if inv_scale is None else obs * inv_scale
