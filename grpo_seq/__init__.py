@@ -1,16 +1,45 @@
-"""grpo-seq: GRPO on any token sequence, text or actions."""
+"""grpo-seq: GRPO on any token sequence, text or actions.
 
-from .advantages import outcome_advantages, process_advantages, stepwise_return_advantages
-from .batch import RolloutBatch
-from .config import GRPOConfig
-from .objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
-from .policies import CategoricalMLPPolicy, CausalLMPolicy
-from .rewards import RewardScorer, load_reward_fn
-from .sampling import EnvGroupSampler, GroupSampler, LMGroupSampler
-from .serialization import load_policy, save_policy
-from .trainer import GRPOTrainer, compute_advantages
+The public names below load on first use (PEP 562), so importing one light module, such as
+``grpo_seq.objective`` or ``grpo_seq.advantages``, does not pull in the trainer, accelerate,
+transformers or gymnasium.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .advantages import compute_advantages, outcome_advantages, process_advantages, stepwise_return_advantages
+    from .batch import RolloutBatch
+    from .config import GRPOConfig
+    from .objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
+    from .policies import CategoricalMLPPolicy, CausalLMPolicy
+    from .policies.actor import make_actor
+    from .rewards import RewardScorer, load_reward_fn
+    from .sampling import EnvGroupSampler, GroupSampler, LMGroupSampler
+    from .serialization import load_policy, save_policy
+    from .trainer import GRPOTrainer
 
 __version__ = "0.1.0"
+
+# Public name -> the submodule (relative to this package) that defines it.
+_SUBMODULE = {
+    "outcome_advantages": ".advantages", "process_advantages": ".advantages",
+    "stepwise_return_advantages": ".advantages", "compute_advantages": ".advantages",
+    "RolloutBatch": ".batch",
+    "GRPOConfig": ".config",
+    "aggregate": ".objective", "clipped_surrogate": ".objective", "grpo_loss": ".objective",
+    "k3_kl": ".objective", "probability_ratio": ".objective", "token_logprobs": ".objective",
+    "CategoricalMLPPolicy": ".policies", "CausalLMPolicy": ".policies",
+    "make_actor": ".policies.actor",
+    "RewardScorer": ".rewards", "load_reward_fn": ".rewards",
+    "EnvGroupSampler": ".sampling", "GroupSampler": ".sampling", "LMGroupSampler": ".sampling",
+    "load_policy": ".serialization", "save_policy": ".serialization",
+    "GRPOTrainer": ".trainer",
+}
+
 __all__ = [
     "GRPOConfig", "GRPOTrainer", "RolloutBatch", "GroupSampler", "EnvGroupSampler", "CategoricalMLPPolicy",
     "CausalLMPolicy", "LMGroupSampler", "RewardScorer", "load_reward_fn",
@@ -18,3 +47,16 @@ __all__ = [
     "token_logprobs", "probability_ratio", "k3_kl", "clipped_surrogate", "aggregate", "grpo_loss",
     "save_policy", "load_policy",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _SUBMODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
