@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -39,7 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--advantages", nargs="+", default=["outcome", "stepwise", "process"])
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=record.default_out("cartpole_advantages"))
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="further recipe flags, after --")
     args = ap.parse_args()
     extra = [a for a in args.extra if a != "--"]
@@ -67,7 +69,7 @@ def main() -> None:
         print(f"{adv:<10} {m['solved']:>3}/{m['runs']:<3} {fmt(m['median_solved_env_steps'], '>13.0f')} "
               f"{fmt(m['median_solved_seconds'], '>9.2f')} {m['min_final_eval_return']:>10.1f}")
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "medians": medians, "extra_flags": extra}, indent=2))
+        record.prepare(args.out).write_text(json.dumps({"meta": record.meta(), "rows": rows, "medians": medians, "extra_flags": extra}, indent=2))
 
 
 if __name__ == "__main__":

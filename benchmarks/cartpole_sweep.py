@@ -32,6 +32,8 @@ from cartpole import CartPoleConfig, make_policy  # noqa: E402
 from grpo_seq import EnvGroupSampler, GRPOTrainer  # noqa: E402
 from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 
 def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accelerator: Accelerator) -> dict:
     args = CartPoleConfig(seed=seed, **overrides)
@@ -64,11 +66,12 @@ def main() -> None:
     ap.add_argument("--eval_every", type=int, default=1000)
     ap.add_argument("--cap", type=int, default=60_000, help="stop an unsolved run after this many env steps")
     ap.add_argument("--after", type=int, default=3, help="evaluations kept after solving")
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=record.default_out("cartpole_sweep"),
+                    help="JSON: one summary per config, each with every run and the meta block (default: %(default)s)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
-    results = []
+    results, meta = [], record.meta()
     for text in a.configs:
         overrides = json.loads(text)
         rows = []
@@ -77,7 +80,7 @@ def main() -> None:
             print(json.dumps({"config": overrides, **rows[-1]}), flush=True)
         steps = [r["solved_env_steps"] or float("inf") for r in rows]
         later = [min(r["later_evals"], default=0.0) for r in rows if r["solved_env_steps"]]
-        summary = {"config": overrides, "solved": sum(s < float("inf") for s in steps), "runs": len(rows),
+        summary = {"config": overrides, "meta": meta, "solved": sum(s < float("inf") for s in steps), "runs": len(rows),
                    "median_env_steps": statistics.median(steps), "max_env_steps": max(steps),
                    "runs_staying_solved": sum(x >= 475 for x in later), "rows": rows}
         results.append(summary)
@@ -85,7 +88,7 @@ def main() -> None:
               f"{summary['median_env_steps']:.0f} env steps, max {summary['max_env_steps']:.0f}, "
               f"{summary['runs_staying_solved']} stayed >= 475 for {a.after} evaluations", flush=True)
         if a.out:  # after every config, so a long sweep cut short keeps what it measured
-            a.out.write_text(json.dumps(results, indent=2, default=lambda v: None))
+            record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV_ID = "CartPole-v1"
 EVAL_EPISODES = 10
@@ -360,7 +362,8 @@ def main() -> None:
     ap.add_argument("--total_env_steps", type=int, default=None,
                     help="training budget of every run (default: each system's own, 250k for ours, 100k for SB3)")
     ap.add_argument("--eval_every", type=int, default=1_000, help="evaluate each time env steps cross a multiple")
-    ap.add_argument("--out", type=Path, default=None, help="JSON with every row, curve, median and ratio")
+    ap.add_argument("--out", type=Path, default=record.default_out("cartpole_vs_sb3"),
+                    help="JSON with every row, curve, median and ratio (default: %(default)s)")
     ap.add_argument("--plot", type=Path, default=None, help="PNG of the eval curves (default: --out with .png)")
     ap.add_argument("--worker", choices=["sb3"], default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -384,12 +387,12 @@ def main() -> None:
 
     plot_path = args.plot or (args.out.with_suffix(".png") if args.out else None)
     if args.out:
-        result = {"command": shlex.join(sys.orig_argv), "machine": machine_info(),
+        result = {"meta": record.meta(), "command": shlex.join(sys.orig_argv), "machine": machine_info(),
                   "settings": {"env_id": ENV_ID, "seeds": args.seeds, "total_env_steps": args.total_env_steps or {"ours": "recipe default", "sb3": SB3_BUDGET},
                                "eval_every": args.eval_every, "eval_episodes": EVAL_EPISODES,
                                "solved_return": SOLVED_RETURN, "torch_threads": 1},
                   **summary, "rows": rows, "note": "null in a solve figure or ratio: never solved (inf) or inf/inf"}
-        args.out.write_text(json.dumps(jsonable(result), indent=2))
+        record.prepare(args.out).write_text(json.dumps(jsonable(result), indent=2))
     if plot_path:
         plot(rows, plot_path)
 

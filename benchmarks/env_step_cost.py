@@ -16,6 +16,7 @@ Process CPU time, one torch thread: the host's other load changes it less than w
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -28,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler  # noqa: E402
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
 from grpo_seq.sampling import env as env_module  # noqa: E402
 
 
@@ -75,8 +77,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--envs", type=int, nargs="+", default=[2, 4, 8, 16])
+    ap.add_argument("--out", type=Path, default=record.default_out("env_step_cost"),
+                    help="JSON of the table and the meta block (default: %(default)s; '' for none)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    rows = []
     print("| envs | vector step, us | one by one, us | sampler us/env step, vector | sampler us/env step, one by one |")
     print("| --- | --- | --- | --- | --- |")
     for n in a.envs:
@@ -85,8 +90,13 @@ def main() -> None:
         samp_vec = [sampler_cost(groups, True, 200 // groups) for _ in range(a.repeats)]
         samp_one = [sampler_cost(groups, False, 200 // groups) for _ in range(a.repeats)]
         med = statistics.median
+        rows.append({"envs": n, "vector_step_us": med(c[0] for c in costs), "one_by_one_us": med(c[1] for c in costs),
+                     "sampler_us_per_env_step_vector": med(samp_vec), "sampler_us_per_env_step_one_by_one": med(samp_one)})
         print(f"| {n} | {med(c[0] for c in costs):.1f} | {med(c[1] for c in costs):.1f} | "
               f"{med(samp_vec):.1f} | {med(samp_one):.1f} |", flush=True)
+    if a.out.name:
+        settings = {"repeats": a.repeats, "calls": a.calls, "envs": a.envs, "torch_threads": 1}
+        record.prepare(a.out).write_text(json.dumps({"meta": record.meta(), "settings": settings, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

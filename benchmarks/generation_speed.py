@@ -30,6 +30,8 @@ from grpo_seq.models import DEFAULT_MODEL
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache/grpo_seq/models"  # the plain checkpoint lm_vs_trl.py also uses
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 
 def load(model: str):
     """The model, via a plain safetensors copy of the default GGUF one (~2 s to load instead of ~20 s)."""
@@ -79,6 +81,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=0)
     ap.add_argument("--real-eos", action="store_true", help="stop at the tokenizer's EOS (variable lengths)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--out", type=Path, default=record.default_out("generation_speed"),
+                    help="JSON of the medians and the meta block (default: %(default)s; '' for none)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -118,6 +122,10 @@ def main() -> None:
             print(f"{precision} {m:7s}: median {s:.2f} s per call, {ms:.1f} ms per step")
         if "hf" in args.methods and "ours" in args.methods:
             print(f"{precision} speed-up (ms/step): {results[(precision, 'hf')][1] / results[(precision, 'ours')][1]:.2f}x")
+    if args.out.name:
+        rows = [{"precision": p, "method": m, "seconds_per_call": s, "ms_per_token": ms} for (p, m), (s, ms) in results.items()]
+        settings = {k: v for k, v in vars(args).items() if k != "out"}
+        record.prepare(args.out).write_text(json.dumps({"meta": record.meta(), "settings": settings, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """grpo-seq's updates against TRL's on the same completions, step after step.
 
-    python benchmarks/lm_replay_vs_trl.py --steps 20 --out benchmarks/results/lm_replay_vs_trl.json
-    python benchmarks/lm_replay_vs_trl.py --steps 20 --beta 0.04 --out benchmarks/results/lm_replay_vs_trl_beta0.04.json
+    python benchmarks/lm_replay_vs_trl.py --steps 20 --out benchmarks/results/lm_replay_vs_trl/result.json
+    python benchmarks/lm_replay_vs_trl.py --steps 20 --beta 0.04 --out benchmarks/results/lm_replay_vs_trl/result_beta0.04.json
 
 The reward curves of lm_vs_trl.py differ by the luck of the draw: each system samples its own
 completions, and one solved group moves a step's mean reward by 0.12 to 0.25. This takes the
@@ -36,6 +36,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
 from lm_vs_trl import add_run_arguments, first_rows, plain_checkpoint, trl_trainer  # noqa: E402
 
 BATCH_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")
@@ -218,7 +219,8 @@ def main() -> None:
     ap.add_argument("--reward_fns", nargs="+", default=["correctness", "format"],
                     help="Short names or import paths (package.module:function), the same for both.")
     ap.add_argument("--no_control", action="store_true", help="Skip the control run (scoring at temperature 1).")
-    ap.add_argument("--out", type=Path, default=None, help="Write every figure here as JSON.")
+    ap.add_argument("--out", type=Path, default=record.default_out("lm_replay_vs_trl"),
+                    help="Write every figure here as JSON (default: %(default)s).")
     ap.add_argument("--worker", choices=["trl"], help=argparse.SUPPRESS)
     ap.add_argument("--worker_out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -228,7 +230,7 @@ def main() -> None:
         return
 
     model = plain_checkpoint(a.model, a.cache_dir)
-    result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
+    result: dict = {"meta": record.meta(), "command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
                     "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
                     "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()
                                  if not k.startswith("worker")}}
@@ -246,7 +248,7 @@ def main() -> None:
         result["runs"] = [run_ours(a, model, trl, Path(tmp) / "trl_final.safetensors", t) for t in temperatures]
     print_table(result)
     if a.out:
-        a.out.write_text(json.dumps(result, indent=2))
+        record.prepare(a.out).write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NO_SKIP = "grpo-seq-no-skip"
 sys.path.insert(0, str(ROOT))  # reward_fns and grpo_seq from this checkout when not installed
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 
 # -- setup shared by both systems ---------------------------------------------------------------
 
@@ -299,7 +301,7 @@ def combine(files: list[Path]) -> dict:
             cells.setdefault(key, {"precision": key[0], "beta": key[1], "runs": []})["runs"] += runs
     systems = first["settings"]["systems"]
     seeds = sorted({r["seed"] for c in cells.values() for r in c["runs"]})
-    return {**first, "command": f"combined from {', '.join(str(f) for f in files)}", "combined_from": [str(f) for f in files],
+    return {**first, "meta": {**record.meta(), "combined_from": [str(f) for f in files]}, "command": f"combined from {', '.join(str(f) for f in files)}", "combined_from": [str(f) for f in files],
             "settings": {**first["settings"], "seeds": seeds},
             "cells": [summarise_cell(c, systems) for c in cells.values()]}
 
@@ -387,7 +389,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="Runs per system and cell (order alternates).")
     ap.add_argument("--systems", nargs="+", default=["grpo-seq", "trl"], choices=["grpo-seq", NO_SKIP, "trl"],
                     help=f"{NO_SKIP}: grpo-seq with --skip_zero_advantage false (every completion trained).")
-    ap.add_argument("--out", type=Path, default=None, help="Write every figure here as JSON.")
+    ap.add_argument("--out", type=Path, default=record.default_out("lm_vs_trl"),
+                    help="Write every figure here as JSON (default: %(default)s).")
     # one TRL run in this process (used by the benchmark itself)
     ap.add_argument("--worker", choices=["trl"], help=argparse.SUPPRESS)
     ap.add_argument("--worker_out", help=argparse.SUPPRESS)
@@ -406,7 +409,7 @@ def main() -> None:
 
     model = plain_checkpoint(a.model, a.cache_dir)
     runners = {"grpo-seq": run_ours, NO_SKIP: functools.partial(run_ours, skip_zero_advantage=False), "trl": run_trl}
-    result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
+    result: dict = {"meta": record.meta(), "command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%d"),
                     "machine": {"platform": platform.platform(), "processor": platform.processor(),
                                 "cpu_count": os.cpu_count()},
                     "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()
@@ -436,7 +439,7 @@ def main() -> None:
                               f"{run['peak_rss_gib']:.2f} GiB, reward {run['reward_mean']:.3f}", flush=True)
                 result["cells"].append(summarise_cell(cell, a.systems))
                 if a.out:
-                    a.out.write_text(json.dumps(result, indent=2))
+                    record.prepare(a.out).write_text(json.dumps(result, indent=2))
 
     finish(result, a.out)
 
@@ -444,7 +447,7 @@ def main() -> None:
 def finish(result: dict, out: Path | None) -> None:
     print_table(result)
     if out:
-        out.write_text(json.dumps(result, indent=2))
+        record.prepare(out).write_text(json.dumps(result, indent=2))
         if any(len(r["reward"]) > 1 for c in result["cells"] for r in c["runs"]):
             try:
                 plot_rewards(result, out.with_suffix(".png"))

@@ -28,6 +28,8 @@ from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, 
 from grpo_seq.generation import sample_tokens  # noqa: E402
 from reward_fns.gsm8k import correctness_reward, format_reward  # noqa: E402
 
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+
 
 def score(model, seq: torch.Tensor, prompt_mask: torch.Tensor, P: int, eos: int, T: float):
     """Completion mask (up to and with the first EOS) and per-token log-probs under logits / T."""
@@ -50,7 +52,7 @@ def main() -> None:
     ap.add_argument("--max_new_tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=record.default_out("sampling_agreement"))
     a = ap.parse_args()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,7 +69,7 @@ def main() -> None:
     answers = [r["answer"] for r in rows for _ in range(G)]
     kw = {"do_sample": True, "temperature": T, "top_k": 0, "top_p": 1.0, "eos_token_id": eos, "pad_token_id": eos,
           "max_new_tokens": a.max_new_tokens, "num_return_sequences": G}
-    result: dict = {"settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()}}
+    result: dict = {"meta": record.meta(), "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()}}
 
     with torch.no_grad():
         torch.manual_seed(0)
@@ -99,7 +101,7 @@ def main() -> None:
                             "mean_reward": statistics.fmean(rewards)}
             print(name, json.dumps(result[name]), flush=True)
     if a.out:
-        a.out.write_text(json.dumps(result, indent=2))
+        record.prepare(a.out).write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Soak: train for a long time and watch the resident memory, which must stop growing after warm-up.
 
-    python benchmarks/soak.py --out benchmarks/results/soak.json          # CartPole 20 min, then the LM 10 min
+    python benchmarks/soak.py --out benchmarks/results/soak/result.json         # CartPole 20 min, then the LM 10 min
     python benchmarks/soak.py --runs cartpole --minutes 1 --interval 1    # a quick look
 
 Each run is a recipe in its own process with an endless budget; every `--interval` seconds this
@@ -26,6 +26,8 @@ import sys
 import time
 from datetime import date
 from pathlib import Path
+
+import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = ROOT.parent / "shared/data/gsm8k/train.jsonl"
@@ -132,7 +134,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=GSM8K, help="LM run: prompts (question/answer JSONL).")
     ap.add_argument("--max_completion_length", type=int, default=128)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/grpo_seq_soak"))
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=record.default_out("soak"))
     a = ap.parse_args()
     default_minutes = {"cartpole": 20.0, "lm": 10.0}
     minutes = a.minutes or [default_minutes[r] for r in a.runs]
@@ -149,6 +151,7 @@ def main() -> None:
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps({
+            "meta": record.meta(),
             "command": " ".join(["python", "benchmarks/soak.py", *sys.argv[1:]]), "date": date.today().isoformat(),
             "interval_seconds": a.interval, "warmup_fraction": a.warmup, "runs": results,
         }, indent=1))
