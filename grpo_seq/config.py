@@ -66,15 +66,6 @@ class GRPOConfig:
             "the ratio, clip and entropy statistics then cover the trained outputs only. Has no effect with beta > 0."
         },
     )
-    retain_freed_memory: bool = field(
-        default=True,
-        metadata={
-            "help": "Keep memory freed between steps inside the process (glibc malloc: no heap trimming, no mmap "
-            "per large block), so each step's activations land on pages already mapped instead of faulting every "
-            "page back in: up to 5 s of system time saved per SmolLM2 step on a 2-core VM, same peak RSS (README, "
-            "Performance). Process-wide; no effect without glibc."
-        },
-    )
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
     epsilon_high: float | None = field(
         default=None, metadata={"help": "Upper clipping range (DAPO's clip-higher); defaults to epsilon."}

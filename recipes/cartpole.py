@@ -156,6 +156,11 @@ def make_policy(args: CartPoleConfig, sampler: EnvGroupSampler) -> CategoricalML
 
 
 def main() -> None:
+    """Train, evaluate and save one run from the command line's options.
+
+    Changes the whole process, as a script's entry point may: seeds the global python, numpy and
+    torch RNGs (``accelerate.utils.set_seed``) and sets torch's thread count.
+    """
     args = parse_config(CartPoleConfig)
     if args.output_dir is None:  # a resumed run goes on in its own folder
         args.output_dir = str(run_dir_for(args.resume_from)) if args.resume_from else \
