@@ -5,17 +5,44 @@ Pure functions on tensors shaped ``(num_groups, G)`` for outcome rewards and
 numbers. The ``_t`` suffix marks per-timestep (per-token) values.
 
 A group whose rewards are all equal carries no preference between its members: its
-advantage is exactly 0, never NaN (the paper's ``/ std`` would divide by zero).
+advantage is exactly 0, never NaN (the paper's ``/ std`` would divide by zero). "Equal" is
+tested exactly, as max == min over the values compared (:func:`all_equal`), never as
+``std == 0``: the float std of ten equal rewards of 0.1 is about 1e-8, not 0, and dividing by it
+would blow centring noise up into advantages of order 1.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-__all__ = ["outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome", "discounted_returns"]
+if TYPE_CHECKING:
+    from .batch import RolloutBatch
+    from .config import GRPOConfig
+
+__all__ = [
+    "all_equal", "outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
+    "discounted_returns", "compute_advantages",
+]
+
+
+def all_equal(values: Tensor, mask: Tensor | None, dim: int | tuple[int, ...]) -> Tensor:
+    """True where the values under ``mask`` along ``dim`` are all exactly equal (or fewer than two).
+
+    ``max == min`` over the masked values, keeping ``dim``: the one test of "no preference"
+    that every advantage function here uses. A float mean or std of equal values can be one ulp
+    off; max and min of equal values are those values.
+    """
+    if mask is None:
+        return values.amax(dim=dim, keepdim=True) == values.amin(dim=dim, keepdim=True)
+    big = torch.finfo(values.dtype).max
+    keep = mask.bool()
+    hi = torch.where(keep, values, torch.full_like(values, -big)).amax(dim=dim, keepdim=True)
+    lo = torch.where(keep, values, torch.full_like(values, big)).amin(dim=dim, keepdim=True)
+    return (hi == lo) | (keep.sum(dim=dim, keepdim=True) < 2)
 
 
 def _check_mask(values_t: Tensor, mask_t: Tensor, name: str) -> None:
@@ -42,8 +69,7 @@ def outcome_advantages(rewards: Tensor, scale_by_std: bool = True) -> Tensor:
         raise ValueError(f"a group needs at least 2 outputs to compare, got G={rewards.shape[1]}")
     rewards = rewards.float()
     centred = rewards - rewards.mean(dim=1, keepdim=True)
-    # Exact equality test: a float mean of equal values can differ from them by one ulp.
-    flat = (rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True))
+    flat = all_equal(rewards, None, 1)
     if scale_by_std:
         std = rewards.std(dim=1, keepdim=True)
         centred = centred / torch.where(flat, torch.ones_like(std), std)
@@ -63,7 +89,7 @@ def discounted_returns(r_t: Tensor, gamma: float = 1.0) -> Tensor:
     """Returns-to-go ``R_t = sum_{t' >= t} gamma^(t'-t) r_t'`` along the last axis.
 
     One reversed cumulative sum in float64, ``R_t = revcumsum(r_t' gamma^t') / gamma^t``,
-    instead of a Python loop over T (at T = 500 the loop took 11 ms, this 0.06 ms).
+    instead of a Python loop over T (one vectorised pass, not T small ones).
     Where ``gamma^T`` would underflow float64 the loop is used instead.
     """
     if gamma == 1.0:
@@ -105,7 +131,7 @@ def process_advantages(step_rewards_t: Tensor, mask_t: Tensor) -> Tensor:
     mean = r_t.sum(dim=(1, 2), keepdim=True) / n.clamp(min=1)
     var = (((r_t - mean) * mask_t) ** 2).sum(dim=(1, 2), keepdim=True) / (n - 1).clamp(min=1)
     std = var.sqrt()
-    flat = std == 0
+    flat = all_equal(r_t, mask_t, (1, 2))
     normed_t = (r_t - mean) / torch.where(flat, torch.ones_like(std), std) * mask_t
     normed_t = torch.where(flat, torch.zeros_like(normed_t), normed_t)
     return _reverse_cumsum(normed_t) * mask_t
@@ -141,11 +167,27 @@ def stepwise_return_advantages(
     n = mask_t.sum(dim=1, keepdim=True)  # (num_groups, 1, T): members running at step t
     mean = (ret_t * mask_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
     centred_t = (ret_t - mean) * mask_t
-    big = torch.finfo(ret_t.dtype).max
-    hi = torch.where(mask_t.bool(), ret_t, torch.full_like(ret_t, -big)).amax(dim=1, keepdim=True)
-    lo = torch.where(mask_t.bool(), ret_t, torch.full_like(ret_t, big)).amin(dim=1, keepdim=True)
-    flat = (n < 2) | (hi == lo)
+    flat = all_equal(ret_t, mask_t, 1)  # also True where fewer than two members are running
     if scale_by_std:
         std = ((centred_t**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
         centred_t = centred_t / torch.where(flat, torch.ones_like(std), std)
     return torch.where(flat, torch.zeros_like(centred_t), centred_t) * mask_t
+
+
+def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
+    """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says:
+    ``outcome`` from ``batch.rewards``, ``process`` or ``stepwise`` from ``batch.step_rewards``
+    (``config.scale_rewards`` and ``config.gamma`` apply as in the functions above)."""
+    G, mask = batch.group_size, batch.mask
+    if config.advantage == "outcome":
+        adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards).reshape(-1)
+        return broadcast_outcome(adv, mask.float())
+    if batch.step_rewards is None:
+        raise ValueError(f"GRPOConfig.advantage={config.advantage!r} needs per-step rewards; this sampler gives none")
+    shape = (batch.num_groups, G, mask.shape[-1])
+    r_t, m_t = batch.step_rewards.reshape(shape), mask.reshape(shape)
+    if config.advantage == "process":
+        adv_t = process_advantages(r_t, m_t)
+    else:
+        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards)
+    return adv_t.reshape(mask.shape)

@@ -9,7 +9,58 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["RolloutBatch"]
+__all__ = ["RolloutBatch", "TextSamples"]
+
+
+@dataclass
+class TextSamples:
+    """The text side of a language-model batch: Python lists with one entry per output.
+
+    Attributes:
+        prompts: each output's prompt as the dataset gave it (a str, or a list of chat
+            messages); what reward functions receive as ``prompts``.
+        prompt_texts: the prompts as rendered for the model (chat template applied).
+        completions: what reward functions receive as ``completions``: the decoded text, or
+            ``[{"role": "assistant", "content": text}]`` for chat prompts.
+        completion_texts: the decoded completions (up to the first EOS, special tokens dropped).
+        completion_ids: the completions' token ids (up to and including the first EOS).
+        columns: the dataset's other columns, each a list with one value per output (the
+            reward functions' keyword arguments, e.g. ``answer``).
+    """
+
+    prompts: list[Any]
+    prompt_texts: list[str]
+    completions: list[Any]
+    completion_texts: list[str]
+    completion_ids: list[list[int]]
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def check(self, n: int) -> None:
+        """Raise ``ValueError`` unless every list holds ``n`` entries."""
+        lists = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "columns"}
+        lists.update({f"columns[{k!r}]": v for k, v in self.columns.items()})
+        for name, values in lists.items():
+            if len(values) != n:
+                raise ValueError(f"TextSamples.{name} has {len(values)} entries for a batch of {n} outputs")
+
+    def select(self, index: list[int]) -> "TextSamples":
+        """The entries at ``index``, in that order."""
+        pick = lambda values: [values[i] for i in index]  # noqa: E731
+        return TextSamples(
+            prompts=pick(self.prompts), prompt_texts=pick(self.prompt_texts), completions=pick(self.completions),
+            completion_texts=pick(self.completion_texts), completion_ids=pick(self.completion_ids),
+            columns={k: pick(v) for k, v in self.columns.items()},
+        )
+
+
+# Fields holding one row per output: checked against the batch size, sliced by select().
+_PER_OUTPUT = ("context", "mask", "group", "rewards", "step_rewards", "old_logp", "ref_logp", "advantages",
+               "prompt_mask", "truncated", "reward_components")
+# Of those, the ones laid out (B, T) like tokens.
+_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages")
 
 
 @dataclass
@@ -18,8 +69,9 @@ class RolloutBatch:
     rows ``g*G .. g*G+G-1``); T is the longest completion in the batch.
 
     The trainer reads only ``tokens``, ``mask``, the rewards and ``group``; the policy that
-    scores the batch reads ``context`` (and ``extras``), so the same trainer trains text or
-    actions.
+    scores the batch reads ``context`` (and, for text, ``prompt_mask`` and ``temperature``), so
+    the same trainer trains text or actions. Every field is checked on construction: tensors
+    with one row per output must have B rows, per-token tensors the shape of ``tokens``.
 
     Attributes:
         context: what the policy conditions on. Env rollouts: observations ``(B, T, obs_dim)``,
@@ -35,7 +87,16 @@ class RolloutBatch:
             on outputs the trainer skips (zero advantage with beta = 0: never trained).
         ref_logp: ``(B, T)`` log-probs under the reference policy (for beta > 0), or None.
         advantages: ``(B, T)`` per-token advantages once computed, or None.
-        extras: anything else the policy or reward functions need (attention masks, texts).
+        prompt_mask: text: ``(B, P)`` attention mask of the left-padded prompt ids, or None.
+        temperature: text: the sampling temperature; the policy scores tokens under the
+            distribution they were drawn from.
+        text: text: prompts, completions and dataset columns as Python lists, or None.
+        truncated: text: ``(B,)`` bool, True where a completion hit the length limit before EOS.
+        reward_components: ``(B, n_fns)`` each reward function's unweighted value (NaN where it
+            returned None), filled by :class:`grpo_seq.rewards.RewardScorer`, or None.
+        metrics: the sampler's and reward functions' own figures for this batch (name -> value),
+            logged by the trainer with its own.
+        partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
     """
 
     context: Tensor
@@ -48,15 +109,32 @@ class RolloutBatch:
     old_logp: Tensor | None = None
     ref_logp: Tensor | None = None
     advantages: Tensor | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    prompt_mask: Tensor | None = None
+    temperature: float = 1.0
+    text: TextSamples | None = None
+    truncated: Tensor | None = None
+    reward_components: Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    partial: bool = False
 
     def __post_init__(self) -> None:
+        if self.tokens.dim() != 2:
+            raise ValueError(f"tokens must be shaped (B, T), got {tuple(self.tokens.shape)}")
         b = self.tokens.shape[0]
-        if self.mask.shape != self.tokens.shape:
-            raise ValueError(f"mask {tuple(self.mask.shape)} must match tokens {tuple(self.tokens.shape)}")
+        for name in _PER_OUTPUT:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            want = tuple(self.tokens.shape) if name in _PER_TOKEN else (b,)
+            got = tuple(value.shape) if name in _PER_TOKEN else tuple(value.shape[:1])
+            if got != want:
+                raise ValueError(f"RolloutBatch.{name} is shaped {tuple(value.shape)}; expected {want} "
+                                 f"{'(the shape of tokens)' if name in _PER_TOKEN else '(one row per output)'}")
+        if self.text is not None:
+            self.text.check(b)
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 to compare outputs, got {self.group_size}")
-        if b % self.group_size:
+        if not self.partial and b % self.group_size:
             raise ValueError(f"batch of {b} outputs is not divisible by group_size {self.group_size}")
 
     @property
@@ -75,26 +153,15 @@ class RolloutBatch:
         return self.mask.sum(-1)
 
     def select(self, index: Tensor) -> "RolloutBatch":
-        """Rows ``index`` of every per-output tensor (a minibatch); group layout is not kept."""
-        out = {}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, Tensor) and v.dim() > 0 and v.shape[0] == self.batch_size:
-                v = v[index]
-            elif f.name == "extras":
-                v = {k: (x[index] if isinstance(x, Tensor) and x.shape[:1] == (self.batch_size,) else x) for k, x in v.items()}
-            out[f.name] = v
-        sub = object.__new__(RolloutBatch)  # skip the divisibility check: a minibatch need not hold whole groups
-        sub.__dict__.update(out)
-        return sub
+        """Rows ``index`` of every per-output field (a minibatch, marked ``partial``: the group
+        layout is not kept); the result is checked like any other batch."""
+        rows = {name: getattr(self, name)[index] for name in (*_PER_OUTPUT, "tokens") if getattr(self, name) is not None}
+        text = self.text.select(index.tolist()) if self.text is not None else None
+        return dataclasses.replace(self, **rows, text=text, partial=True)
 
     def to(self, device: torch.device | str) -> "RolloutBatch":
         if self.tokens.device == torch.device(device):
             return self
-        moved = {
-            f.name: getattr(self, f.name).to(device)
-            for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), Tensor)
-        }
-        moved["extras"] = {k: (v.to(device) if isinstance(v, Tensor) else v) for k, v in self.extras.items()}
+        moved = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+                 if isinstance(getattr(self, f.name), Tensor)}
         return dataclasses.replace(self, **moved)

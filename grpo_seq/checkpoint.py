@@ -12,8 +12,9 @@ A checkpoint is a folder ``<output_dir>/checkpoints/step_XXXXXXXX/`` holding
   shuffling generator) and its sampler's position;
 * ``manifest.json``, written last: the size and SHA-256 of every other file.
 
-It is written into a hidden temporary folder, flushed to disk, then renamed into place, so a
-kill at any moment leaves either no new checkpoint or a complete one. A checkpoint damaged
+It is written through :func:`grpo_seq.serialization.atomic_dir` (a hidden temporary folder,
+flushed to disk, the manifest written last, then renamed into place), so a kill at any moment
+leaves either no new checkpoint or a complete one. A checkpoint damaged
 afterwards (a truncated copy, a full disk) fails its manifest check and is refused by name;
 resuming from a run folder then falls back to the newest checkpoint that passes.
 """
@@ -24,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -32,11 +34,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
+
+from .serialization import atomic_dir, load_policy_weights, save_policy
 
 __all__ = [
     "CheckpointError", "CHECKPOINTS_DIR", "MANIFEST_NAME", "checkpoint_dir", "list_checkpoints", "resolve_checkpoint",
-    "verify_checkpoint", "write_manifest", "finalize", "rotate_checkpoints", "run_dir_of", "run_dir_for", "rng_state",
-    "set_rng_state", "generator_state", "set_generator_state", "read_json", "write_json",
+    "verify_checkpoint", "write_manifest", "write_checkpoint", "load_checkpoint", "rotate_checkpoints", "run_dir_of",
+    "run_dir_for", "rng_state", "set_rng_state", "generator_state", "set_generator_state", "read_json", "write_json",
 ]
 
 logger = logging.getLogger(__name__)
@@ -92,11 +97,9 @@ def _files(folder: Path) -> list[Path]:
 
 
 def write_manifest(folder: Path, step: int) -> None:
-    """Flush every file of ``folder`` to disk and record its size and hash in ``manifest.json``."""
+    """Record the size and SHA-256 of every file of ``folder`` in ``manifest.json``."""
     entries = {}
     for f in _files(folder):
-        with open(f, "rb+") as fh:
-            os.fsync(fh.fileno())
         entries[f.relative_to(folder).as_posix()] = {"size": f.stat().st_size, "sha256": _sha256(f)}
     write_json(folder / MANIFEST_NAME, {"format": FORMAT_VERSION, "step": step, "files": entries})
 
@@ -154,23 +157,58 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
     raise CheckpointError(f"--resume_from {path}: every checkpoint is damaged: {'; '.join(refused)}")
 
 
-def finalize(tmp: Path, target: Path, step: int) -> None:
-    """Write the manifest of the filled temporary folder and rename it to ``target``."""
-    write_manifest(tmp, step)
-    old = target.with_name(f".{target.name}.old")
-    if target.exists():  # the same step saved twice (e.g. a signal right after a periodic save)
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-    os.replace(tmp, target)
-    shutil.rmtree(old, ignore_errors=True)
-    try:  # make the rename itself durable
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+def write_checkpoint(
+    run_dir: str | os.PathLike,
+    step: int,
+    *,
+    policy: nn.Module,
+    optimizer_state: dict[str, Any],
+    trainer_state: dict[str, Any],
+    rng_states: list[dict[str, Any]],
+    ref_policy: nn.Module | None = None,
+    keep: int = 0,
+) -> Path:
+    """Write ``<run_dir>/checkpoints/step_XXXXXXXX/`` atomically, then keep the newest ``keep``
+    checkpoints (0: all). ``rng_states`` holds one entry per process (``rng_state_<rank>.json``);
+    ``ref_policy`` is saved only when given (a reference that moves). Call it on one process."""
+    target = checkpoint_dir(run_dir, step)
+    with atomic_dir(target, finish=lambda tmp: write_manifest(tmp, step)) as tmp:
+        for rank, rng in enumerate(rng_states):
+            write_json(tmp / f"rng_state_{rank}.json", rng)
+        save_policy(policy, tmp / "policy", merged=False)
+        if ref_policy is not None:
+            from safetensors.torch import save_model
+
+            save_model(ref_policy, str(tmp / "ref_policy.safetensors"))
+        torch.save(optimizer_state, tmp / "optimizer.pt")
+        write_json(tmp / "trainer_state.json", trainer_state)
+    rotate_checkpoints(run_dir, keep)
+    return target
+
+
+def load_checkpoint(
+    folder: Path, policy: nn.Module, ref_policy: nn.Module | None = None, process_index: int = 0
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """Load a verified checkpoint folder's weights into ``policy`` (and ``ref_policy`` when the
+    checkpoint holds one); returns ``(trainer_state, optimizer_state, rng_state)``, the last
+    None when the checkpoint has no RNG file for ``process_index``. Raises
+    :class:`CheckpointError` naming the file that does not fit."""
+    state = read_json(folder / "trainer_state.json")
+    load_policy_weights(policy, folder / "policy")
+    ref_file = folder / "ref_policy.safetensors"
+    if ref_policy is not None and ref_file.exists():
+        from safetensors.torch import load_model
+
+        load_model(ref_policy, str(ref_file))
+    try:
+        optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"checkpoint {folder}: optimizer.pt holds objects other than tensors and numbers, refused "
+            f"(only weights_only loading is allowed): {e}"
+        ) from None
+    rng_file = folder / f"rng_state_{process_index}.json"
+    return state, optimizer_state, read_json(rng_file) if rng_file.exists() else None
 
 
 def rotate_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:

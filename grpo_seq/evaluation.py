@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .policies.actor import make_actor
 from .sampling.env import make_vector_env
 
 __all__ = ["PolicyEvaluator"]
@@ -35,11 +36,7 @@ class PolicyEvaluator:
             seed, self.seed = self.seed, self.seed + 1
         self.last_seed = seed
         obs, _ = self.envs.reset(seed=seed)
-        if hasattr(policy, "numpy_actor"):
-            act = policy.numpy_actor(greedy=True)
-        else:
-            def act(o: np.ndarray) -> np.ndarray:
-                return policy.act(torch.as_tensor(o, dtype=torch.float32), greedy=True).numpy()
+        act = make_actor(policy, greedy=True)
         returns = np.zeros(self.num_episodes)
         alive = np.ones(self.num_episodes, dtype=bool)
         for _ in range(self.max_steps):

@@ -20,6 +20,8 @@ def _plain(v: Any) -> Any:
 
 
 class JsonlLogger:
+    """Appends one JSON object per line to ``path``; NaN is written as null."""
+
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,3 +33,19 @@ class JsonlLogger:
 
     def close(self) -> None:
         self._fh.close()
+
+    def truncate_after(self, step: int) -> None:
+        """Drop the rows logged after ``step`` (a resumed run logs them again), and any line a
+        kill cut short; the file is rewritten atomically."""
+        from .serialization import atomic_write_text
+
+        self._fh.close()
+        kept = []
+        for line in self.path.read_text().splitlines() if self.path.exists() else []:
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except ValueError:
+                continue
+        atomic_write_text(self.path, "".join(ln + "\n" for ln in kept))
+        self._fh = open(self.path, "a", encoding="utf-8")

@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from .policies.actor import make_actor
+
 __all__ = ["record_episode", "check_renderer"]
 
 
 def _actor(policy: nn.Module):
-    if hasattr(policy, "numpy_actor"):
-        act = policy.numpy_actor(greedy=True)
-        return lambda obs: int(act(np.asarray(obs, dtype=np.float32)[None])[0])
-    return lambda obs: int(policy.act(torch.as_tensor(obs, dtype=torch.float32)[None], greedy=True)[0])
+    act = make_actor(policy, greedy=True)
+    return lambda obs: int(act(np.asarray(obs, dtype=np.float32)[None])[0])
 
 
 def check_renderer(env_id: str) -> None:

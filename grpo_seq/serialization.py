@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable, Iterator
 
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -20,39 +22,50 @@ POLICY_CONFIG_NAME = "policy.json"
 _POLICY_CLASSES = {"CategoricalMLPPolicy": CategoricalMLPPolicy}
 
 
-class atomic_dir:
-    """Write into a temporary sibling folder; rename it over ``path`` only if the block succeeds.
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, finish: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Write a folder atomically: yields a temporary sibling folder to fill; when the block
+    succeeds its files are flushed to disk, ``finish(tmp)`` runs (a checkpoint writes its
+    manifest there), and it is renamed over ``path``; when the block raises it is removed and
+    ``path`` is untouched. A reader therefore sees the old folder or the complete new one,
+    never a half-written one, whatever moment a kill comes. The only way this package writes
+    a folder (policies, checkpoints)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
+    try:
+        yield tmp
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        if finish is not None:
+            finish(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    if path.exists():  # e.g. the same checkpoint step saved twice, or a policy saved again
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(path.parent)  # make the rename itself durable
 
-    A reader therefore sees the old folder or the complete new one, never a half-written one.
-    """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp's 0700 would outlive the rename
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        for f in self.tmp.rglob("*"):
-            if not f.is_file():
-                continue
-            with open(f, "rb+") as fh:
-                os.fsync(fh.fileno())
-        old = None
-        if self.path.exists():
-            old = self.path.with_name(f".{self.path.name}.old-{os.getpid()}")
-            os.replace(self.path, old)
-        os.replace(self.tmp, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems cannot sync a directory
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

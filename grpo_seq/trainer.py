@@ -1,4 +1,4 @@
-"""The GRPO loop under accelerate: sample -> score -> advantages -> mu updates -> log.
+"""The GRPO loop under accelerate: collect -> advantages -> score pi_old and pi_ref -> update -> log.
 
 The trainer never looks inside the batch beyond tokens, mask, rewards and groups: a policy
 scores its own batch (``policy(batch) -> (logp_t, entropy_t)``), a sampler draws it, so the same
@@ -11,27 +11,25 @@ import contextlib
 import copy
 import json
 import logging
-import pickle
 import resource
-import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, set_seed
+from accelerate.utils import DistributedType, gather_object, set_seed
 from torch import Tensor, nn
 
 from . import checkpoint as ckpt
-from .advantages import broadcast_outcome, outcome_advantages, process_advantages, stepwise_return_advantages
+from .advantages import compute_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
-from .memory import retain_freed_memory
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .sampling.base import GroupSampler
-from .serialization import atomic_write_text, load_policy_weights, save_policy
+from .serialization import save_policy
 from .tracking import tracker_config
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
@@ -42,34 +40,31 @@ ScoreFn = Callable[[RolloutBatch], RolloutBatch]
 TOKEN_STATS = ("kl", "clip_fraction", "ratio", "entropy")  # means over scored tokens
 
 
-def compute_advantages(batch: RolloutBatch, config: GRPOConfig) -> Tensor:
-    """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says."""
-    G, mask = batch.group_size, batch.mask
-    if config.advantage == "outcome":
-        adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards).reshape(-1)
-        return broadcast_outcome(adv, mask.float())
-    if batch.step_rewards is None:
-        raise ValueError(f"GRPOConfig.advantage={config.advantage!r} needs per-step rewards; this sampler gives none")
-    shape = (batch.num_groups, G, mask.shape[-1])
-    r_t, m_t = batch.step_rewards.reshape(shape), mask.reshape(shape)
-    if config.advantage == "process":
-        adv_t = process_advantages(r_t, m_t)
-    else:
-        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards)
-    return adv_t.reshape(mask.shape)
-
-
 def _adamw(params: list[nn.Parameter], **kwargs) -> torch.optim.AdamW:
-    """AdamW, fused where torch has the kernel: one pass over each tensor instead of a dozen
-    (measured: 0.10 s instead of 0.36 s a step for 135M fp32 parameters on 2 CPU cores)."""
+    """AdamW, fused where torch has the kernel: one pass over each tensor instead of a dozen."""
     try:
         return torch.optim.AdamW(params, fused=True, **kwargs)
     except (RuntimeError, TypeError, ValueError):  # older torch, or a device or dtype without it
         return torch.optim.AdamW(params, **kwargs)
 
 
+@dataclass
+class UpdateStats:
+    """What the update passes of one step add up: token-weighted sums of the loss statistics,
+    the number of tokens they cover, and each optimizer step's loss and gradient norm."""
+
+    token_sums: dict[str, Tensor] = field(default_factory=dict)
+    tokens: float | Tensor = 0.0
+    losses: list[Tensor] = field(default_factory=list)
+    grad_norms: list[Tensor] = field(default_factory=list)
+
+
 class GRPOTrainer:
     """Trains ``policy`` with GRPO on groups drawn by ``sampler``.
+
+    Constructing it seeds the global python, numpy and torch RNGs with ``config.seed``
+    (accelerate's ``set_seed``), so that a run repeats exactly; it changes nothing else outside
+    itself.
 
     Args:
         config: the hyper-parameters.
@@ -97,92 +92,89 @@ class GRPOTrainer:
             )
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
         self.accelerator = accelerator or Accelerator()
-        if config.retain_freed_memory:
-            retain_freed_memory()
         set_seed(config.seed)
         self.shuffle_gen = torch.Generator().manual_seed(config.seed)
-        # No reference at all with beta = 0: nothing to load, nothing to run. A LoRA policy is
-        # its own reference with the adapters disabled: no second copy in memory.
+        self._build_reference(policy)
+        self._params = [p for p in policy.parameters() if p.requires_grad]
+        if not self._params:
+            raise ValueError("the policy has no trainable parameters")
+        optimizer = _adamw(self._params, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
+                           eps=config.adam_eps, weight_decay=config.weight_decay)
+        self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
+        self._bare_policy = self.accelerator.unwrap_model(self.model)
+        # accelerate's optimizer and clipping wrappers cost a few package lookups on every call,
+        # as much as a whole CartPole update; where they would only forward the call (no grad
+        # scaler, plain or DDP training) the trainer calls torch directly.
+        self._plain_steps = self.accelerator.scaler is None and self.accelerator.distributed_type in (
+            DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
+        self.step_count = 0
+        self.env_steps = 0
+        self.last_batch: RolloutBatch | None = None
+        self._open_run_dir()
+
+    def _build_reference(self, policy: nn.Module) -> None:
+        """No reference at all with beta = 0: nothing to load, nothing to run. A LoRA policy is
+        its own reference with the adapters disabled: no second copy in memory."""
+        cfg = self.config
         self.ref_policy = None
-        self.ref_is_base = config.beta > 0 and getattr(policy, "has_adapters", False)
-        if self.ref_is_base and config.ref_sync_steps:
+        self.ref_is_base = cfg.beta > 0 and getattr(policy, "has_adapters", False)
+        if self.ref_is_base and cfg.ref_sync_steps:
             raise ValueError(
                 "GRPOConfig.ref_sync_steps: a LoRA policy's reference is its base model with the adapters "
                 "disabled and cannot be reset to the current policy; set ref_sync_steps=0"
             )
-        if config.beta > 0 and not self.ref_is_base:
+        if cfg.beta > 0 and not self.ref_is_base:
             self.ref_policy = copy.deepcopy(policy).requires_grad_(False).eval().to(self.accelerator.device)
-        params = [p for p in policy.parameters() if p.requires_grad]
-        if not params:
-            raise ValueError("the policy has no trainable parameters")
-        optimizer = _adamw(params, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
-                           eps=config.adam_eps, weight_decay=config.weight_decay)
-        self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
-        self._bare_policy = self.accelerator.unwrap_model(self.model)
-        # accelerate's optimizer and clipping wrappers cost ~2 ms a call (package lookups on every
-        # step), as much as a whole CartPole update; where they would only forward the call (no
-        # grad scaler, plain or DDP training) the trainer calls torch directly.
-        self._plain_steps = self.accelerator.scaler is None and self.accelerator.distributed_type in (
-            DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
-        self._params = params
-        self.step_count = 0
-        self.env_steps = 0
-        self.last_batch: RolloutBatch | None = None
-        self.output_dir = Path(config.output_dir) if config.output_dir else None
+
+    def _open_run_dir(self) -> None:
+        """config.json and metrics.jsonl in ``output_dir`` (main process), and the trackers the
+        accelerator was built with (recipes: ``tracker_kwargs(--report_to)``)."""
+        cfg = self.config
+        self.output_dir = Path(cfg.output_dir) if cfg.output_dir else None
         self.logger = None
         if self.output_dir is not None and self.accelerator.is_main_process:
             self.output_dir.mkdir(parents=True, exist_ok=True)
-            (self.output_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+            (self.output_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
             self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
-        # Trackers the accelerator was built with (recipes: tracker_kwargs(--report_to)) get every row too.
         self._tracking = bool(getattr(self.accelerator, "log_with", None))
         if self._tracking:
             name = self.output_dir.name if self.output_dir is not None else "grpo-seq"
-            self.accelerator.init_trackers(name, config=tracker_config(config.to_dict()))
+            self.accelerator.init_trackers(name, config=tracker_config(cfg.to_dict()))
 
     @property
     def policy(self) -> nn.Module:
         """The bare policy (without a DDP wrapper), for sampling, evaluation and saving."""
         return self._bare_policy
 
-    def _set_lr(self, progress: float | None) -> float:
-        lr = self.config.learning_rate
-        if self.config.lr_schedule == "linear" and progress is not None:
-            lr *= max(0.0, 1.0 - progress)
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
-        return lr
-
-    @torch.no_grad()
-    def _score(self, policy: nn.Module, batch: RolloutBatch, rows: Tensor | None = None) -> Tensor:
-        """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients;
-        with ``rows`` (a bool mask over outputs) only those are scored and the others hold NaN."""
-        micro = self.config.micro_batch_size or batch.batch_size
-        idx = torch.arange(batch.batch_size, device=batch.tokens.device)
-        out = torch.full(batch.tokens.shape, float("nan"), device=batch.tokens.device)
-        for c in (idx if rows is None else idx[rows]).split(micro):
-            out[c] = policy(batch.select(c), with_entropy=False)[0].float()
-        return out
-
-    def _rows_with_gradient(self, batch: RolloutBatch) -> Tensor:
-        """``(B,)`` bool: the outputs whose loss has a gradient. With beta = 0 the loss of a token is
-        ``-min(r A, clip(r) A)``, exactly 0 with a zero gradient where A = 0: an output with A = 0 at
-        every token (a group whose rewards are all equal) needs no forward or backward pass. The
-        loss keeps the whole batch's counts in its denominators, so the update does not change."""
-        if self.config.skip_zero_advantage and self.config.beta == 0:
-            return ((batch.advantages != 0) & batch.mask).any(-1)
-        return torch.ones(batch.batch_size, dtype=torch.bool, device=batch.tokens.device)
+    # -- one step ----------------------------------------------------------------------------------
 
     def step(self, progress: float | None = None) -> dict[str, float]:
-        """One iteration: sample groups, score, compute advantages, ``mu`` update passes.
+        """One iteration: collect groups, compute advantages, score pi_old and pi_ref, ``mu`` update
+        passes, log.
 
         Args:
             progress: fraction of the run done, in [0, 1]; drives ``lr_schedule='linear'``.
 
         Returns the step's metrics (averaged over processes), also appended to metrics.jsonl.
         """
-        cfg, acc = self.config, self.accelerator
         t0 = time.perf_counter()
+        batch = self._collect()
+        t_sample = time.perf_counter() - t0
+        batch.advantages = compute_advantages(batch, self.config)
+        live = self._rows_with_gradient(batch)
+        self._score_old_and_ref(batch, live)
+        self.last_batch = batch
+        lr = self._set_lr(progress)
+        stats = self._update(batch, live)
+        self.step_count += 1
+        self._maybe_sync_reference()
+        metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
+        self.log(metrics)
+        return metrics
+
+    def _collect(self) -> RolloutBatch:
+        """G outputs per group from the sampler, rewards filled in, on the training device."""
+        cfg, acc = self.config, self.accelerator
         self.model.eval()
         with acc.autocast():
             batch = self.sampler.sample(self.policy)
@@ -195,93 +187,133 @@ class GRPOTrainer:
             )
         if self.score_fn is not None:
             batch = self.score_fn(batch)
-        batch = batch.to(acc.device)
-        t_sample = time.perf_counter() - t0
+        return batch.to(acc.device)
 
-        batch.advantages = compute_advantages(batch, cfg)
-        live = self._rows_with_gradient(batch)
-        n_updates = cfg.mu * cfg.num_minibatches
-        with acc.autocast():
+    def _rows_with_gradient(self, batch: RolloutBatch) -> Tensor:
+        """``(B,)`` bool: the outputs whose loss has a gradient. With beta = 0 the loss of a token is
+        ``-min(r A, clip(r) A)``, exactly 0 with a zero gradient where A = 0: an output with A = 0 at
+        every token (a group whose rewards are all equal) needs no forward or backward pass. The
+        loss keeps the whole batch's counts in its denominators, so the update does not change."""
+        if self.config.skip_zero_advantage and self.config.beta == 0:
+            return ((batch.advantages != 0) & batch.mask).any(-1)
+        return torch.ones(batch.batch_size, dtype=torch.bool, device=batch.tokens.device)
+
+    def _score_old_and_ref(self, batch: RolloutBatch, live: Tensor) -> None:
+        """``batch.ref_logp`` under the reference (beta > 0) and ``batch.old_logp`` under the
+        sampling policy when it will be updated more than once; with one update pi_old is
+        pi_theta, and its log-probs are the current ones, detached, at no cost."""
+        with self.accelerator.autocast():
             if self.ref_policy is not None:
                 batch.ref_logp = self._score(self.ref_policy, batch)
             elif self.ref_is_base:
                 with self.policy.adapters_disabled():
                     batch.ref_logp = self._score(self.policy, batch)
-            if n_updates > 1:  # with one update pi_old is pi_theta: its log-probs are the current ones, detached
+            if self.config.mu * self.config.num_minibatches > 1:
                 batch.old_logp = self._score(self.policy, batch, rows=live)
-        self.last_batch = batch
 
-        lr = self._set_lr(progress)
+    @torch.no_grad()
+    def _score(self, policy: nn.Module, batch: RolloutBatch, rows: Tensor | None = None) -> Tensor:
+        """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients;
+        with ``rows`` (a bool mask over outputs) only those are scored and the others hold NaN."""
+        micro = self.config.micro_batch_size or batch.batch_size
+        idx = torch.arange(batch.batch_size, device=batch.tokens.device)
+        out = torch.full(batch.tokens.shape, float("nan"), device=batch.tokens.device)
+        for c in (idx if rows is None else idx[rows]).split(micro):
+            out[c] = policy(batch.select(c), with_entropy=False)[0].float()
+        return out
+
+    def _set_lr(self, progress: float | None) -> float:
+        lr = self.config.learning_rate
+        if self.config.lr_schedule == "linear" and progress is not None:
+            lr *= max(0.0, 1.0 - progress)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        return lr
+
+    def _update(self, batch: RolloutBatch, live: Tensor) -> UpdateStats:
+        """``mu`` passes over the batch, each split into ``num_minibatches`` optimizer steps."""
+        cfg = self.config
         self.model.train()
-        B, T = batch.batch_size, batch.tokens.shape[1]
+        stats = UpdateStats(tokens=torch.zeros((), device=self.accelerator.device))
+        B = batch.batch_size
         mb = B // cfg.num_minibatches
-        micro = cfg.micro_batch_size or mb
-        token_sums: dict[str, Tensor] = {}
-        n_tokens_seen = torch.zeros((), device=acc.device)
-        losses, grad_norms = [], []
         for _ in range(cfg.mu):
             order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
             for k in range(cfg.num_minibatches):
-                idx = order[k * mb : (k + 1) * mb].to(acc.device)
-                rows = idx[live[idx]]
-                # Every process must join the gradient all-reduce: one with nothing to train runs a
-                # zero-advantage row at ratio 1, whose loss and gradient are exactly 0.
-                stand_in = len(rows) == 0 and acc.num_processes > 1
-                if stand_in:
-                    rows = idx[:1]
-                chunks = rows.split(micro) if len(rows) else ()
-                mb_tokens = batch.mask[idx].sum()
-                mb_loss = torch.zeros((), device=acc.device)
-                for j, chunk in enumerate(chunks):
-                    sub = batch.select(chunk)
-                    # Gradients are all-reduced once per optimizer step, on the last micro-batch.
-                    sync = contextlib.nullcontext() if j == len(chunks) - 1 else acc.no_sync(self.model)
-                    with sync:
-                        logp_t, entropy_t = self.model(sub)
-                        old_logp_t = logp_t.detach() if sub.old_logp is None or stand_in else sub.old_logp
-                        loss, stats = grpo_loss(
-                            logp_t, old_logp_t, sub.advantages, sub.mask,
-                            eps_low=cfg.epsilon, eps_high=cfg.epsilon_high, beta=cfg.beta,
-                            ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, max_len=T,
-                            num_outputs=len(idx), num_tokens=mb_tokens,
-                        )
-                        acc.backward(loss)
-                    mb_loss += loss.detach()
-                    if stand_in:
-                        continue
-                    # Statistics are token means: weight each micro-batch by its token count.
-                    n = sub.mask.sum()
-                    stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
-                    for name, v in stats.items():
-                        token_sums[name] = token_sums.get(name, 0.0) + v.detach() * n
-                    n_tokens_seen += n
-                if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
-                    for p in self._params:
-                        p.grad = torch.zeros_like(p)
-                grad_norm = self._optimizer_step()
-                losses.append(mb_loss)
-                grad_norms.append(torch.as_tensor(grad_norm, device=acc.device).detach().float())
-        self.step_count += 1
-        if cfg.ref_sync_steps and self.ref_policy is not None and self.step_count % cfg.ref_sync_steps == 0:
+                idx = order[k * mb : (k + 1) * mb].to(self.accelerator.device)
+                stats.losses.append(self._accumulate_gradients(batch, idx, live, stats))
+                stats.grad_norms.append(torch.as_tensor(self._optimizer_step(), device=self.accelerator.device)
+                                        .detach().float())
+        return stats
+
+    def _accumulate_gradients(self, batch: RolloutBatch, idx: Tensor, live: Tensor, stats: UpdateStats) -> Tensor:
+        """Backward passes over minibatch ``idx`` in micro-batches of the rows that have a gradient;
+        the loss is normalised by the whole minibatch's counts, so the sum is exact. Returns the
+        minibatch's loss."""
+        cfg, acc = self.config, self.accelerator
+        rows = idx[live[idx]]
+        # Every process must join the gradient all-reduce: one with nothing to train runs a
+        # zero-advantage row at ratio 1, whose loss and gradient are exactly 0.
+        stand_in = len(rows) == 0 and acc.num_processes > 1
+        if stand_in:
+            rows = idx[:1]
+        chunks = rows.split(cfg.micro_batch_size or len(idx)) if len(rows) else ()
+        counts = {"max_len": batch.tokens.shape[1], "num_outputs": len(idx), "num_tokens": batch.mask[idx].sum()}
+        mb_loss = torch.zeros((), device=acc.device)
+        for j, chunk in enumerate(chunks):
+            sub = batch.select(chunk)
+            # Gradients are all-reduced once per optimizer step, on the last micro-batch.
+            sync = contextlib.nullcontext() if j == len(chunks) - 1 else acc.no_sync(self.model)
+            with sync:
+                loss, token_stats = self._loss(sub, stand_in, counts)
+                acc.backward(loss)
+            mb_loss += loss.detach()
+            if not stand_in:  # statistics are token means: weight each micro-batch by its token count
+                n = sub.mask.sum()
+                for name, v in token_stats.items():
+                    stats.token_sums[name] = stats.token_sums.get(name, 0.0) + v.detach() * n
+                stats.tokens += n
+        if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
+            for p in self._params:
+                p.grad = torch.zeros_like(p)
+        return mb_loss
+
+    def _loss(self, sub: RolloutBatch, stand_in: bool, counts: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
+        """The GRPO loss of micro-batch ``sub`` (:func:`grpo_seq.objective.grpo_loss`) and its token
+        statistics, entropy included."""
+        cfg = self.config
+        logp_t, entropy_t = self.model(sub)
+        old_logp_t = logp_t.detach() if sub.old_logp is None or stand_in else sub.old_logp
+        loss, stats = grpo_loss(
+            logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+            beta=cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
+        )
+        stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
+        return loss, stats
+
+    def _maybe_sync_reference(self) -> None:
+        every = self.config.ref_sync_steps
+        if every and self.ref_policy is not None and self.step_count % every == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
 
-        # Per-output values are gathered (exact std and max over all processes); token statistics
-        # are token means over all processes; the rest is averaged.
+    def _metrics(self, batch: RolloutBatch, live: Tensor, stats: UpdateStats, lr: float, t0: float,
+                 t_sample: float) -> dict[str, float]:
+        """The step's metrics over all processes: per-output values gathered (exact std and max),
+        token statistics as token means, the rest averaged."""
+        acc = self.accelerator
         rewards = acc.gather(batch.rewards.float().contiguous())
         lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
         zero = torch.zeros((), device=acc.device)
-        sums = acc.reduce(torch.stack([*(torch.as_tensor(token_sums.get(n, zero)).float() for n in TOKEN_STATS),
-                                       n_tokens_seen.float()]), "sum")
+        sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in TOKEN_STATS),
+                                       torch.as_tensor(stats.tokens, device=acc.device).float()]), "sum")
         # When every output was skipped no token was scored: the statistics are NaN (null in
         # metrics.jsonl), except KL, which skipping's beta = 0 leaves at 0 anyway.
         scored = float(sums[-1]) > 0
         token_means = {n: sums[i] / sums[-1] if scored else (zero if n == "kl" else zero + float("nan"))
                        for i, n in enumerate(TOKEN_STATS)}
-        averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(losses).mean(),
-                    "loss/grad_norm": torch.stack(grad_norms).mean()}
-        # The sampler's and reward functions' own metrics (truncation, each reward's mean).
-        averaged.update(batch.extras.get("metrics", {}))
+        averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
+                    "loss/grad_norm": torch.stack(stats.grad_norms).mean(), **batch.metrics}
         reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
@@ -301,7 +333,6 @@ class GRPOTrainer:
             "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,
             "perf/peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         })
-        self.log(metrics)
         return metrics
 
     def _optimizer_step(self) -> Tensor:
@@ -341,37 +372,26 @@ class GRPOTrainer:
     # -- checkpoints -------------------------------------------------------------------------------
 
     def save_checkpoint(self, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> Path:
-        """Write ``<output_dir>/checkpoints/step_XXXXXXXX/`` atomically (see :mod:`grpo_seq.checkpoint`)
+        """Write ``<output_dir>/checkpoints/step_XXXXXXXX/`` (:func:`grpo_seq.checkpoint.write_checkpoint`)
         and keep the newest ``save_total_limit``. ``extra``: the caller's own JSON-able state
-        (a recipe's evaluation schedule, ...), returned by :meth:`resume`. Call it on every process."""
+        (a recipe's evaluation schedule, ...), returned by :meth:`resume`. Call it on every process:
+        each contributes its RNG and sampler state, the main process writes."""
         if self.output_dir is None:
             raise ValueError("GRPOTrainer.save_checkpoint needs GRPOConfig.output_dir")
         acc = self.accelerator
-        target = ckpt.checkpoint_dir(self.output_dir, self.step_count)
-        tmp = target.with_name(f".{target.name}.tmp")
-        if acc.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed while writing
-            tmp.mkdir(parents=True)
-        acc.wait_for_everyone()
-        ckpt.write_json(tmp / f"rng_state_{acc.process_index}.json", {
+        rng_states = gather_object([{
             "global": ckpt.rng_state(), "shuffle": ckpt.generator_state(self.shuffle_gen),
             "sampler": self.sampler.state_dict() if hasattr(self.sampler, "state_dict") else None,
-        })
+        }])
+        target = ckpt.checkpoint_dir(self.output_dir, self.step_count)
         if acc.is_main_process:
-            save_policy(self.policy, tmp / "policy", merged=False)
-            if self.ref_policy is not None and self.config.ref_sync_steps:  # otherwise it is the initial policy
-                from safetensors.torch import save_model
-
-                save_model(self.ref_policy, str(tmp / "ref_policy.safetensors"))
-            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-            ckpt.write_json(tmp / "trainer_state.json", {
-                "step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
-                "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {}),
-            })
-        acc.wait_for_everyone()
-        if acc.is_main_process:
-            ckpt.finalize(tmp, target, self.step_count)
-            ckpt.rotate_checkpoints(self.output_dir, self.config.save_total_limit)
+            moving_ref = self.ref_policy if self.config.ref_sync_steps else None  # else: the initial policy
+            ckpt.write_checkpoint(
+                self.output_dir, self.step_count, policy=self.policy, optimizer_state=self.optimizer.state_dict(),
+                trainer_state={"step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
+                               "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {})},
+                rng_states=rng_states, ref_policy=moving_ref, keep=self.config.save_total_limit,
+            )
         acc.wait_for_everyone()
         return target
 
@@ -389,28 +409,13 @@ class GRPOTrainer:
         are dropped (they will be logged again). Returns the ``extra`` state saved with it."""
         acc = self.accelerator
         folder = ckpt.resolve_checkpoint(path)
-        state = ckpt.read_json(folder / "trainer_state.json")
-        load_policy_weights(self.policy, folder / "policy")
-        ref_file = folder / "ref_policy.safetensors"
-        if self.ref_policy is not None and ref_file.exists():
-            from safetensors.torch import load_model
-
-            load_model(self.ref_policy, str(ref_file))
-        try:
-            optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            raise ckpt.CheckpointError(
-                f"checkpoint {folder}: optimizer.pt holds objects other than tensors and numbers, refused "
-                f"(only weights_only loading is allowed): {e}"
-            ) from None
+        state, optimizer_state, rng = ckpt.load_checkpoint(folder, self.policy, self.ref_policy, acc.process_index)
         try:
             self.optimizer.load_state_dict(optimizer_state)
         except (ValueError, KeyError) as e:
             raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
         self.step_count, self.env_steps = int(state["step"]), int(state["env_steps"])
-        rng_file = folder / f"rng_state_{acc.process_index}.json"
-        if rng_file.exists():
-            rng = ckpt.read_json(rng_file)
+        if rng is not None:
             ckpt.set_rng_state(rng["global"])
             ckpt.set_generator_state(self.shuffle_gen, rng["shuffle"])
             if rng.get("sampler") is not None and hasattr(self.sampler, "load_state_dict"):
@@ -421,25 +426,10 @@ class GRPOTrainer:
                 "random streams, so the run will not repeat the uninterrupted one exactly",
                 folder, acc.process_index, state.get("num_processes", 1),
             )
-        if self.logger is not None:  # drop rows logged after the checkpoint: they will be logged again
-            self.logger.close()
-            metrics_path = self.logger.path
-            atomic_write_text(metrics_path, "".join(ln + "\n" for ln in self._rows_up_to(metrics_path, self.step_count)))
-            self.logger = JsonlLogger(metrics_path)
+        if self.logger is not None:
+            self.logger.truncate_after(self.step_count)
         acc.wait_for_everyone()
         return state.get("extra") or {}
-
-    @staticmethod
-    def _rows_up_to(path: Path, step: int) -> list[str]:
-        """The lines of a metrics file up to ``step`` (a line cut by a kill is dropped)."""
-        kept = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
-            except ValueError:
-                continue
-        return kept
 
     def close(self) -> None:
         if self.logger is not None:

@@ -30,7 +30,7 @@ trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler, acc, score_fn=by
 answers = []
 for _ in range(2):
     m = trainer.step()
-    answers += trainer.last_batch.extras["columns"]["answer"][:: cfg.num_generations]
+    answers += trainer.last_batch.text.columns["answer"][:: cfg.num_generations]
 params = torch.cat([p.detach().flatten() for p in trainer.policy.parameters()])
 json.dump({"params": params.tolist(), "answers": answers, "world": acc.num_processes, "kl": m["policy/kl"]},
           open(f"{out}/lm_rank{acc.process_index}.json", "w"))

@@ -106,3 +106,25 @@ def test_stepwise_equal_members_give_zero():
     r = torch.ones(2, 4, 5)
     m = torch.ones(2, 4, 5, dtype=torch.bool)
     assert (stepwise_return_advantages(r, m) == 0).all()
+
+
+def test_process_equal_step_rewards_give_exactly_zero():
+    # One group of 2: member 0 runs 10 steps, member 1 stops after 5, every step pays 0.1. All
+    # step rewards of the group are equal, so there is no preference: exactly 0 everywhere. (A
+    # float std of these values is ~1e-8, not 0; dividing by it gave advantages up to 9.66.)
+    r = torch.full((1, 2, 10), 0.1)
+    m = torch.ones(1, 2, 10)
+    m[0, 1, 5:] = 0
+    assert torch.equal(process_advantages(r, m), torch.zeros(1, 2, 10))
+
+
+def test_all_equal_is_exact_and_masked():
+    from grpo_seq.advantages import all_equal
+
+    v = torch.tensor([[0.1, 0.1, 5.0], [0.3, 0.3 + 1e-7, 0.3]])
+    m = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    # row 0: the 5.0 is masked out, the rest equal; row 1: one value differs by 1e-7
+    assert all_equal(v, m, 1).squeeze(1).tolist() == [True, False]
+    assert all_equal(v, None, 1).squeeze(1).tolist() == [False, False]
+    # fewer than two values under the mask: nothing to compare, counted as equal
+    assert all_equal(v, torch.tensor([[1, 0, 0], [0, 0, 0]]), 1).squeeze(1).tolist() == [True, True]

@@ -119,7 +119,7 @@ def test_sampled_logprobs_match_the_policy_scores(tiny):
     batch = RolloutBatch(
         context=enc["input_ids"].repeat_interleave(G, 0), tokens=tokens, mask=mask,
         group=torch.arange(2).repeat_interleave(G), group_size=G, rewards=torch.zeros(2 * G),
-        extras={"prompt_mask": enc["attention_mask"].repeat_interleave(G, 0)},
+        prompt_mask=enc["attention_mask"].repeat_interleave(G, 0),
     )
     with torch.no_grad():
         logp, _ = CausalLMPolicy(model, tok)(batch, with_entropy=False)

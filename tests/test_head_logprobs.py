@@ -122,10 +122,10 @@ def test_policy_scores_sampled_tokens_under_the_sampling_temperature(fused, monk
         monkeypatch.setattr(CausalLMPolicy, "_body_and_head", lambda self: None)
     torch.manual_seed(5)
     batch = make_sampler(tok, max_completion_length=8, temperature=0.7).sample(policy)
-    assert batch.extras["temperature"] == 0.7
+    assert batch.temperature == 0.7
     with torch.no_grad():
         logp, _ = policy(batch)
-        prompt, pm = batch.context, batch.extras["prompt_mask"]
+        prompt, pm = batch.context, batch.prompt_mask
         ids = torch.cat([prompt, batch.tokens], 1)
         att = torch.cat([pm.long(), torch.ones_like(batch.tokens)], 1)
         logits = model(input_ids=ids, attention_mask=att, position_ids=(att.cumsum(-1) - 1).clamp(min=0)).logits

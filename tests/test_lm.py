@@ -33,7 +33,7 @@ def hand_batch(tokenizer) -> RolloutBatch:
     mask, _ = completion_mask(tokens, [EOS])
     return RolloutBatch(
         context=enc["input_ids"], tokens=tokens, mask=mask, group=torch.tensor([0, 0]), group_size=2,
-        rewards=torch.zeros(2), extras={"prompt_mask": enc["attention_mask"]},
+        rewards=torch.zeros(2), prompt_mask=enc["attention_mask"],
     )
 
 
@@ -59,7 +59,7 @@ def test_scores_ignore_prompt_padding_and_post_eos_tokens():
     model, tok = make_tiny_lm()
     policy = CausalLMPolicy(model, tok)
     batch = hand_batch(tok)
-    assert batch.extras["prompt_mask"][0].tolist() == [0, 0, 0, 1, 1]  # "ab" is left-padded
+    assert batch.prompt_mask[0].tolist() == [0, 0, 0, 1, 1]  # "ab" is left-padded
     logp, _ = policy(batch)
 
     # Whatever sits under the masks (pad ids in the prompt, tokens after EOS) changes nothing.
@@ -94,7 +94,7 @@ def test_scores_match_the_sampling_distribution():
     mask, _ = completion_mask(gen, [EOS])
     sampled = torch.stack(out.scores, 1).log_softmax(-1).gather(-1, gen[..., None])[..., 0]
     batch = RolloutBatch(context=enc["input_ids"], tokens=gen, mask=mask, group=torch.tensor([0, 0]), group_size=2,
-                         rewards=torch.zeros(2), extras={"prompt_mask": enc["attention_mask"]})
+                         rewards=torch.zeros(2), prompt_mask=enc["attention_mask"])
     logp, _ = policy(batch)
     torch.testing.assert_close(logp[mask], sampled[mask], atol=1e-5, rtol=0)
 
@@ -105,7 +105,7 @@ def test_prompt_shared_scoring_equals_whole_sequences():
     shared, whole = CausalLMPolicy(model, tok), CausalLMPolicy(model, tok, share_prompt=False)
     torch.manual_seed(2)
     batch = make_sampler(tok, max_completion_length=8).sample(shared)  # 2 prompts of different lengths x 4
-    assert batch.extras["prompt_mask"].sum(-1).unique().numel() == 2  # so one of them is left-padded
+    assert batch.prompt_mask.sum(-1).unique().numel() == 2  # so one of them is left-padded
     batch.advantages = torch.randn(batch.batch_size, 1).expand_as(batch.mask).clone()
 
     def logp_and_grads(policy, rows):
@@ -173,16 +173,16 @@ def test_sampler_lays_out_groups_with_their_prompt_and_columns():
     for g in range(2):
         rows = slice(g * G, (g + 1) * G)
         assert (batch.context[rows] == batch.context[g * G]).all()
-        assert len({str(p) for p in batch.extras["prompts"][rows]}) == 1
-        assert len(set(batch.extras["columns"]["answer"][rows])) == 1
-    assert batch.extras["prompts"][0] != batch.extras["prompts"][4]
+        assert len({str(p) for p in batch.text.prompts[rows]}) == 1
+        assert len(set(batch.text.columns["answer"][rows])) == 1
+    assert batch.text.prompts[0] != batch.text.prompts[4]
     # Conversational prompts give conversational completions (what TRL-style reward functions expect).
-    assert batch.extras["completions"][0] == [{"role": "assistant", "content": batch.extras["completion_texts"][0]}]
+    assert batch.text.completions[0] == [{"role": "assistant", "content": batch.text.completion_texts[0]}]
     # After the mask, only padding; a truncated row has no EOS at all.
     assert (batch.tokens[~batch.mask] == PAD).all()
-    for row, m, cut in zip(batch.tokens, batch.mask, batch.extras["truncated"]):
+    for row, m, cut in zip(batch.tokens, batch.mask, batch.truncated):
         assert (row[m] == EOS).any().item() != cut.item()
-    assert batch.extras["completion_ids"][0] == batch.tokens[0][batch.mask[0]].tolist()
+    assert batch.text.completion_ids[0] == batch.tokens[0][batch.mask[0]].tolist()
 
 
 def test_sampler_shares_prompts_out_across_processes_and_epochs():
@@ -239,7 +239,7 @@ def count_forwards(*policies) -> dict:
 
 def reward_sevens(batch: RolloutBatch) -> RolloutBatch:
     """The toy task: the share of a completion's characters that are '7'."""
-    texts = batch.extras["completion_texts"]
+    texts = batch.text.completion_texts
     batch.rewards = torch.tensor([t.count("7") / max(1, len(t)) for t in texts])
     return batch
 

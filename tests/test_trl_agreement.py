@@ -105,7 +105,7 @@ def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
     torch.manual_seed(7)
     batch = LMGroupSampler(tok, rows, num_groups=2, group_size=3, max_completion_length=8,
                            temperature=temperature).sample(policy)
-    assert not bool(batch.extras["prompt_mask"].all())  # the shorter prompt is left-padded
+    assert not bool(batch.prompt_mask.all())  # the shorter prompt is left-padded
     theirs_model = copy.deepcopy(model)
     add_fused_lm_head(theirs_model, temperature=temperature)
 
@@ -118,7 +118,7 @@ def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
     logp, _ = policy(batch)
     (logp * weights).sum().backward()
     ids = torch.cat([batch.context, batch.tokens], 1)
-    att = torch.cat([batch.extras["prompt_mask"].long(), mask.long()], 1)
+    att = torch.cat([batch.prompt_mask.long(), mask.long()], 1)
     keep = batch.tokens.shape[1]
     labels = ids.masked_fill(att == 0, -100)
     labels[:, :-keep] = -100

@@ -21,7 +21,7 @@ __all__ = ["CausalLMPolicy"]
 class CausalLMPolicy(nn.Module):
     """Scores the completion tokens of a :class:`RolloutBatch` under a causal LM.
 
-    The batch's ``context`` holds left-padded prompt ids with ``extras["prompt_mask"]``;
+    The batch's ``context`` holds left-padded prompt ids with ``prompt_mask``;
     ``tokens`` holds the right-padded completions. Only the completion positions go through
     the LM head, so full-vocabulary logits are never built for the prompt; for Llama and Qwen2
     the head, log-softmax and gather run fused (:func:`grpo_seq.head_logprobs.head_logprobs`).
@@ -67,7 +67,7 @@ class CausalLMPolicy(nn.Module):
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Per-token log-probs (and entropies, when asked) ``(B, T)`` of the completion tokens,
         under the distribution they were sampled from: logits divided by
-        ``batch.extras["temperature"]`` (1 when absent). Scoring at temperature 1 tokens drawn
+        ``batch.temperature``. Scoring at temperature 1 tokens drawn
         at 0.7 would follow the gradient of another distribution than the one sampled.
 
         Columns that are padding in every row of this batch (prompt on the left, completion on
@@ -75,7 +75,9 @@ class CausalLMPolicy(nn.Module):
         outputs are padded back to ``T`` with zeros, which the mask excludes. Other positions
         outside the mask hold 0 too with the fused head (it scores only the masked tokens).
         """
-        prompt, prompt_mask = batch.context, batch.extras["prompt_mask"]
+        prompt, prompt_mask = batch.context, batch.prompt_mask
+        if prompt_mask is None:
+            raise ValueError("CausalLMPolicy scores text batches: batch.prompt_mask is None (was it made by LMGroupSampler?)")
         tokens, mask = batch.tokens, batch.mask
         B, T = tokens.shape
         keep = prompt_mask.any(0).nonzero()
@@ -92,7 +94,7 @@ class CausalLMPolicy(nn.Module):
         else:
             out = self._full_pass(run, prompt, prompt_mask, tokens, logits=fused is None)
         # The distribution the tokens were drawn from: the sampler's temperature scales the logits.
-        temperature = float(batch.extras.get("temperature", 1.0))
+        temperature = float(batch.temperature)
         if fused is not None:
             # Only the completion tokens go through the head: padding after an EOS would cost
             # the largest product of the pass and its logits' walks for nothing the mask keeps.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -10,10 +10,9 @@ import torch
 from torch import nn
 
 from ..batch import RolloutBatch
+from ..policies.actor import Actor, make_actor
 
 __all__ = ["EnvGroupSampler", "make_vector_env"]
-
-Actor = Callable[[np.ndarray], np.ndarray]  # observations (n, obs_dim) -> actions (n,)
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -173,11 +172,7 @@ class EnvGroupSampler:
         rew_buf = np.zeros((T, n), dtype=np.float32)
         mask_buf = np.zeros((T, n), dtype=bool)
         obs = self._reset()
-        if hasattr(policy, "numpy_actor"):  # fast path: numpy weights for the per-step calls
-            act = policy.numpy_actor(self.action_rng)
-        else:
-            def act(o: np.ndarray) -> np.ndarray:
-                return policy.act(torch.from_numpy(o), generator=self.torch_gen).numpy()
+        act = make_actor(policy, self.action_rng, self.torch_gen)
         t = self._roll_vector(act, obs, obs_buf, act_buf, rew_buf, mask_buf) if self._vector else \
             self._roll_one_by_one(act, obs, obs_buf, act_buf, rew_buf, mask_buf)
         self._check_finite(obs_buf[:t], rew_buf[:t])

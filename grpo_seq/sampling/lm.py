@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..batch import RolloutBatch
+from ..batch import RolloutBatch, TextSamples
 from ..models import prepare_tokenizer
 
 __all__ = ["LMGroupSampler", "completion_mask", "text_batch"]
@@ -197,16 +197,16 @@ def text_batch(
         group=torch.arange(len(rows), device=tokens.device).repeat_interleave(G),
         group_size=G,
         rewards=torch.zeros(len(rows) * G, device=tokens.device),
-        extras={
-            "prompt_mask": prompt_mask.repeat_interleave(G, 0),
-            "temperature": temperature,  # the policy scores under the sampled distribution
-            "prompts": [p for p in prompts for _ in range(G)],
-            "prompt_texts": [t for t in prompt_texts for _ in range(G)],
-            "completions": completions,
-            "completion_texts": completions_text,
-            "completion_ids": completion_ids,
-            "columns": columns,
-            "truncated": truncated,
-            "metrics": {"policy/truncated_fraction": float(truncated.float().mean())},
-        },
+        prompt_mask=prompt_mask.repeat_interleave(G, 0),
+        temperature=temperature,  # the policy scores under the sampled distribution
+        text=TextSamples(
+            prompts=[p for p in prompts for _ in range(G)],
+            prompt_texts=[t for t in prompt_texts for _ in range(G)],
+            completions=completions,
+            completion_texts=completions_text,
+            completion_ids=completion_ids,
+            columns=columns,
+        ),
+        truncated=truncated,
+        metrics={"policy/truncated_fraction": float(truncated.float().mean())},
     )
