@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from grpo_seq import CausalLMPolicy, generation
-from grpo_seq.models import DEFAULT_MODEL
+
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # recipes/gsm8k_tiny.py's
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache/grpo_seq/models"  # the plain checkpoint lm_vs_trl.py also uses

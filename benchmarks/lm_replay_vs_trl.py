@@ -66,6 +66,7 @@ def trl_worker(a: argparse.Namespace) -> None:
     from trl import GRPOTrainer
 
     from grpo_seq.rewards import load_reward_fn
+    from reward_fns import REGISTRY
 
     record: dict = {"batches": [], "rewards": [], "logs": [], "probes": []}
 
@@ -92,7 +93,7 @@ def trl_worker(a: argparse.Namespace) -> None:
             if logs and "reward" in logs:
                 record["logs"].append(dict(logs))
 
-    trainer = trl_trainer(a, reward_funcs=[load_reward_fn(f) for f in a.reward_fns], callbacks=[Probe()],
+    trainer = trl_trainer(a, reward_funcs=[load_reward_fn(f, REGISTRY) for f in a.reward_fns], callbacks=[Probe()],
                           trainer_cls=Recording)
     trainer.train()
     out = Path(a.worker_out)
@@ -147,6 +148,7 @@ def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path,
 
     from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, RewardScorer
     from grpo_seq.models import load_model_and_tokenizer
+    from reward_fns import REGISTRY
 
     torch.set_num_threads(os.cpu_count() or 1)
     model, tok = load_model_and_tokenizer(str(model_dir), "float32")
@@ -158,7 +160,7 @@ def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path,
     )
     sampler = ReplaySampler(trl["batches"], tok, a.num_generations, score_temperature)
     trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler, Accelerator(cpu=True),
-                          score_fn=RewardScorer(a.reward_fns))
+                          score_fn=RewardScorer(a.reward_fns, registry=REGISTRY))
     steps = []
     for k in range(a.steps):
         t0 = time.perf_counter()

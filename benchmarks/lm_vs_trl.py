@@ -55,6 +55,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_SKIP = "grpo-seq-no-skip"
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # recipes/gsm8k_tiny.py's
 sys.path.insert(0, str(ROOT))  # reward_fns and grpo_seq from this checkout when not installed
 
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
@@ -66,7 +67,7 @@ def plain_checkpoint(model: str | None, cache_dir: Path) -> Path:
     """A folder both systems load: --model when it is one, else the default model saved once."""
     if model and Path(model).is_dir():
         return Path(model)
-    from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer
+    from grpo_seq.models import load_model_and_tokenizer
 
     target = cache_dir / (model or DEFAULT_MODEL).replace("/", "__")
     if not (target / "config.json").is_file():
@@ -126,8 +127,8 @@ def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbac
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
-    from reward_fns.gsm8k import correctness_reward, format_reward
+    from grpo_seq.data import chat_prompts, load_rows
+    from reward_fns.gsm8k import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, format_reward
 
     torch.set_num_threads(os.cpu_count() or 1)
     rows = chat_prompts(load_rows(a.data), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)

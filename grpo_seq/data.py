@@ -10,19 +10,11 @@ from tqdm.auto import tqdm
 
 from .models import prepare_tokenizer
 
-__all__ = ["GSM8K_SYSTEM_PROMPT", "GSM8K_INSTRUCTION", "load_rows", "chat_prompts", "greedy_completions"]
-
-GSM8K_SYSTEM_PROMPT = (
-    "Solve the math problem. Show your steps briefly, then give the final answer on its own line "
-    "as '#### <number>'."
-)
-# Repeated after the question: SmolLM2-135M follows an instruction there more often than one in
-# the system message alone (greedy, first 32 dev problems: 28% with a #### line against 19%).
-GSM8K_INSTRUCTION = "The last line must be '#### <number>'."
+__all__ = ["load_rows", "chat_prompts", "greedy_completions"]
 
 
 def load_rows(dataset: str, split: str = "train", config: str | None = None):
-    """A ``datasets.Dataset`` from a local ``.json``/``.jsonl`` file or a hub id (``openai/gsm8k``)."""
+    """A ``datasets.Dataset`` from a local ``.json``/``.jsonl`` file or a hub id (``owner/name``)."""
     from datasets import load_dataset
 
     path = Path(dataset).expanduser()

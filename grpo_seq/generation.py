@@ -215,13 +215,12 @@ def few_rows_product(layer: nn.Linear, rows: int = 8) -> Callable[[Tensor], Tens
     """``layer`` as a function for the few rows of a decoding step: float32 weights repacked for
     oneDNN's matrix product (where this torch build has it), else ``F.linear`` as is.
 
-    At a few rows a product should be bound by reading its weight from memory (this machine
-    reads 28 GB/s in a plain sum), yet MKL's float32 ``x @ W.T`` at 8 rows reads 6 to 11 GB/s;
-    oneDNN on weights packed for it reads 16 to 18 GB/s (SmolLM2's shapes, cold weights, 2
-    threads; the 49k-row LM head 18 against 5 to 7). Packing copies the weight (about 0.45 s
-    and 540 MB for SmolLM2-135M, once per generate call); the rows may then vary. Same float32
-    arithmetic, summed in another order. bfloat16 and autocast keep ``F.linear``: there it is
-    already the fastest measured.
+    At a few rows a product is bound by reading its weight from memory, yet MKL's float32
+    ``x @ W.T`` reads it well below the memory's speed; oneDNN reads weights packed for it
+    faster, a large LM head most of all. Packing copies the weight (once per generate call, as
+    much memory again as the float32 weights); the rows may then vary. Same float32 arithmetic,
+    summed in another order. bfloat16 and autocast keep ``F.linear``: there it is already the
+    fastest of the two.
     """
     w, b = layer.weight, layer.bias
     if w.dtype == torch.float32 and w.device.type == "cpu" and _onednn_linear() and not torch.is_autocast_enabled("cpu"):

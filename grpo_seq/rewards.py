@@ -23,7 +23,7 @@ import importlib
 import inspect
 import math
 import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -34,14 +34,6 @@ __all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name
 
 class RewardFunctionError(ValueError):
     """A reward function raised or returned something unusable; the message names it."""
-
-
-def _short_names() -> dict[str, Callable]:
-    # Imported here, not at module level: grpo_seq must not depend on reward_fns being importable
-    # (environment work never needs it) and this keeps the two packages free of import cycles.
-    from reward_fns import REGISTRY
-
-    return REGISTRY
 
 
 def reward_name(fn: Callable) -> str:
@@ -72,18 +64,21 @@ def _check_signature(fn: Callable, what: str) -> None:
         )
 
 
-def load_reward_fn(spec: str | Callable) -> Callable:
+def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None = None) -> Callable:
     """The reward function that ``spec`` names.
 
     Args:
-        spec: a callable (returned as is); a short name from ``reward_fns.REGISTRY``
-            (``"correctness"``); or an import path ``package.module:attr`` or
-            ``package.module.attr`` (the module must be importable, e.g. on ``sys.path``).
-            Only the named module is imported; nothing is evaluated.
+        spec: a callable (returned as is); a short name, a key of ``registry``; or an import
+            path ``package.module:attr`` or ``package.module.attr`` (the module must be
+            importable, e.g. on ``sys.path``). Only the named module is imported; nothing is
+            evaluated.
+        registry: short name -> reward function, from the caller (a task package's table). The
+            library keeps none of its own: without a registry only import paths resolve.
 
     Raises:
-        ValueError: unknown short name, module that cannot be imported, missing attribute, or an
-            object that is not a reward function. The message lists the short names.
+        ValueError: unknown short name (or a short name with no registry), module that cannot be
+            imported, missing attribute, or an object that is not a reward function. The message
+            lists the registry's short names.
     """
     if callable(spec) and not isinstance(spec, str):
         _check_signature(spec, f"{reward_name(spec)!r}")
@@ -91,8 +86,10 @@ def load_reward_fn(spec: str | Callable) -> Callable:
     if not isinstance(spec, str):
         raise TypeError(f"a reward function is a callable or a name, got {type(spec).__name__}: {spec!r:.80}")
 
-    registry = _short_names()
-    hint = f"use a short name ({', '.join(sorted(registry))}) or an import path like 'package.module:function'"
+    registry = registry or {}
+    hint = "use an import path like 'package.module:function'"
+    if registry:
+        hint = f"use a short name ({', '.join(sorted(registry))}) or an import path like 'package.module:function'"
     name = spec.strip()
     if name in registry:
         return registry[name]
@@ -100,6 +97,9 @@ def load_reward_fn(spec: str | Callable) -> Callable:
         module_name, _, attr_path = name.partition(":")
     elif "." in name:
         module_name, _, attr_path = name.rpartition(".")
+    elif not registry:
+        raise ValueError(f"reward function {spec!r} is a short name, and short names need a registry "
+                         f"(load_reward_fn(name, registry=...)); {hint}")
     else:
         raise ValueError(f"unknown reward function {spec!r}; {hint}")
     if not module_name or not attr_path:
@@ -150,6 +150,7 @@ class RewardScorer:
     Args:
         fns: reward functions or names accepted by :func:`load_reward_fn`.
         weights: one weight per function; all 1.0 when omitted.
+        registry: the short names ``fns`` may use (see :func:`load_reward_fn`).
 
     Attributes:
         fns: the loaded functions.
@@ -157,13 +158,16 @@ class RewardScorer:
         weights: the weights, as floats.
     """
 
-    def __init__(self, fns: Sequence[Callable | str], weights: Sequence[float] | None = None):
+    def __init__(
+        self, fns: Sequence[Callable | str], weights: Sequence[float] | None = None,
+        registry: Mapping[str, Callable] | None = None,
+    ):
         if isinstance(fns, str) or callable(fns):  # one function given bare: not a sequence of characters
             fns = [fns]
         fns = list(fns)
         if not fns:
             raise ValueError("RewardScorer needs at least one reward function")
-        self.fns: list[Callable] = [load_reward_fn(f) for f in fns]
+        self.fns: list[Callable] = [load_reward_fn(f, registry) for f in fns]
         if weights is None:
             weights = [1.0] * len(self.fns)
         weights = list(weights)
@@ -183,25 +187,20 @@ class RewardScorer:
 
     def __call__(self, batch: RolloutBatch) -> RolloutBatch:
         """Fill ``batch.rewards`` (weighted sum over the functions that scored each sample; 0.0
-        where none did), ``batch.extras["reward_components"]`` (``(B, n_fns)`` unweighted values,
-        NaN where a function returned None) and ``batch.extras["metrics"]["reward/<name>"]``
-        (each function's unweighted mean over the samples it scored)."""
+        where none did), ``batch.reward_components`` (``(B, n_fns)`` unweighted values, NaN where
+        a function returned None) and ``batch.metrics["reward/<name>"]`` (each function's
+        unweighted mean over the samples it scored)."""
         b = batch.batch_size
-        extras = batch.extras
-        for key in ("prompts", "completions"):
-            if key not in extras:
-                raise ValueError(f"RewardScorer needs batch.extras[{key!r}] (one entry per output); the sampler did not set it")
-        kwargs: dict[str, Any] = {"prompts": extras["prompts"], "completions": extras["completions"]}
-        if extras.get("completion_ids") is not None:
-            kwargs["completion_ids"] = extras["completion_ids"]
-        columns = dict(extras.get("columns") or {})
-        clash = sorted(set(columns) & {"prompts", "completions", "completion_ids"})
+        if batch.text is None:
+            raise ValueError("RewardScorer needs batch.text (prompts and completions, one entry per output); "
+                             "the sampler did not set it")
+        text = batch.text
+        kwargs: dict[str, Any] = {"prompts": text.prompts, "completions": text.completions,
+                                  "completion_ids": text.completion_ids}
+        clash = sorted(set(text.columns) & set(kwargs))
         if clash:
             raise ValueError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
-        kwargs.update(columns)
-        for key, value in kwargs.items():
-            if len(value) != b:
-                raise ValueError(f"batch.extras {key!r} has {len(value)} entries for a batch of {b} outputs")
+        kwargs.update(text.columns)
 
         components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]
 
@@ -212,13 +211,12 @@ class RewardScorer:
                     totals[i] += w * v
         device = batch.tokens.device
         batch.rewards = torch.tensor(totals, dtype=torch.float32, device=device)
-        batch.extras["reward_components"] = torch.tensor(
+        batch.reward_components = torch.tensor(
             [[math.nan if v is None else v for v in row] for row in zip(*components)], dtype=torch.float32, device=device
         ).reshape(b, len(self.fns))
-        metrics = batch.extras.setdefault("metrics", {})
         for name, values in zip(self.names, components):
             scored = [v for v in values if v is not None]
-            metrics[f"reward/{name}"] = sum(scored) / len(scored)  # _run guarantees at least one
+            batch.metrics[f"reward/{name}"] = sum(scored) / len(scored)  # _run guarantees at least one
         return batch
 
     @staticmethod

