@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .errors import UsageError
 from .serialization import atomic_dir, load_policy_weights, save_policy
 
 __all__ = [
@@ -52,7 +53,7 @@ FORMAT_VERSION = 1
 _STEP_RE = re.compile(r"^step_(\d+)$")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UsageError):
     """A checkpoint is missing, incomplete or damaged; the message names the file."""
 
 
@@ -112,19 +113,21 @@ def verify_checkpoint(folder: str | os.PathLike) -> dict:
     manifest_path = folder / MANIFEST_NAME
     try:
         manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
+        entries = [(rel, int(meta["size"]), str(meta["sha256"])) for rel, meta in manifest["files"].items()]
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {folder}: no {MANIFEST_NAME}, so it was never completed") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"checkpoint {folder}: unreadable {MANIFEST_NAME} ({e})") from None
-    for rel, meta in files.items():
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"checkpoint {folder}: malformed {MANIFEST_NAME} ({type(e).__name__}: {e})") from None
+    for rel, size_expected, sha in entries:
         f = folder / rel
+        if not isinstance(rel, str) or not f.resolve().is_relative_to(folder.resolve()):
+            raise CheckpointError(f"checkpoint {folder}: malformed {MANIFEST_NAME} (it names {rel!r}, outside the folder)")
         if not f.is_file():
             raise CheckpointError(f"checkpoint {folder}: {rel} is missing")
         size = f.stat().st_size
-        if size != meta["size"]:
-            raise CheckpointError(f"checkpoint {folder}: {rel} is truncated or altered ({size} bytes, expected {meta['size']})")
-        if _sha256(f) != meta["sha256"]:
+        if size != size_expected:
+            raise CheckpointError(f"checkpoint {folder}: {rel} is truncated or altered ({size} bytes, expected {size_expected})")
+        if _sha256(f) != sha:
             raise CheckpointError(f"checkpoint {folder}: {rel} is corrupted (its SHA-256 differs from the manifest's)")
     return manifest
 
@@ -194,6 +197,8 @@ def load_checkpoint(
     None when the checkpoint has no RNG file for ``process_index``. Raises
     :class:`CheckpointError` naming the file that does not fit."""
     state = read_json(folder / "trainer_state.json")
+    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("step", "env_steps")):
+        raise CheckpointError(f"checkpoint {folder}: trainer_state.json has no step and env_steps counters")
     load_policy_weights(policy, folder / "policy")
     ref_file = folder / "ref_policy.safetensors"
     if ref_policy is not None and ref_file.exists():

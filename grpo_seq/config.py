@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
 
+from .errors import ConfigError
 from .objective import LOSS_TYPES
 
 __all__ = ["GRPOConfig", "ADVANTAGE_TYPES"]
@@ -116,10 +119,33 @@ class GRPOConfig:
         metadata={"help": "Resume from a checkpoint folder, or from a run folder (its newest complete checkpoint; "
                   "a damaged one is refused and the one before it used)."},
     )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "Replace the run that output_dir already holds (its files are deleted, and listed); "
+                  "without it such a folder is refused, unless this run resumes it."},
+    )
+    max_nonfinite_steps: int = field(
+        default=3,
+        metadata={"help": "A NaN or inf loss or gradient skips that optimizer step (counted in "
+                  "loss/nonfinite_steps); this many in a row stop the run (the weights stay the last finite ones)."},
+    )
+
+    # Options a resumed run may change: they change how the run is saved and logged, or how a
+    # step is computed but not what it computes. Any other difference from the checkpoint's
+    # config is refused by GRPOTrainer.resume. A recipe's config adds its own (budgets, evaluation).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({
+        "output_dir", "resume_from", "overwrite", "report_to", "save_steps", "save_total_limit", "micro_batch_size",
+        "max_nonfinite_steps",
+    })
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
-            raise ValueError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+            raise ConfigError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+
+        for f in fields(self):  # NaN and inf pass most comparisons: no float option may hold them
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                fail(f.name, "must be a finite number")
 
         if self.num_generations < 2:
             fail("num_generations", "a group needs at least 2 outputs to compare (G >= 2)")
@@ -132,6 +158,12 @@ class GRPOConfig:
                 fail(name, "must be in [0, 1)")
         if self.lr_schedule not in LR_SCHEDULES:
             fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
+        if not self.adam_eps > 0:
+            fail("adam_eps", "must be > 0 (Adam divides by sqrt(v) + eps, and v is 0 where a gradient is 0)")
+        if self.weight_decay < 0:
+            fail("weight_decay", "must be >= 0")
+        if self.max_nonfinite_steps < 1:
+            fail("max_nonfinite_steps", "must be >= 1")
         if self.max_grad_norm < 0:
             fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
         if self.mu < 1:
@@ -166,7 +198,7 @@ class GRPOConfig:
             try:
                 tracker_kwargs(self.report_to, self.output_dir)
             except ValueError as e:
-                raise ValueError(f"GRPOConfig.report_to: {e}") from None
+                raise ConfigError(f"GRPOConfig.report_to: {e}") from None
         if self.save_steps < 0:
             fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
         if self.save_total_limit < 0:

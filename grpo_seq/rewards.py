@@ -29,10 +29,11 @@ import numpy as np
 import torch
 
 from .batch import RolloutBatch
+from .errors import UsageError
 
 __all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name"]
 
-class RewardFunctionError(ValueError):
+class RewardFunctionError(UsageError):
     """A reward function raised or returned something unusable; the message names it."""
 
 

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import json
 import logging
+import math
 import resource
 import time
 from dataclasses import dataclass, field
@@ -26,8 +27,10 @@ from . import checkpoint as ckpt
 from .advantages import compute_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
+from .errors import NonFiniteError
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
+from .run_dir import RunLock, foreign_run_error, replace_run, run_files
 from .sampling.base import GroupSampler
 from .serialization import save_policy
 from .tracking import tracker_config
@@ -91,6 +94,8 @@ class GRPOTrainer:
                 f"num_groups={config.num_groups}, num_generations={config.num_generations}"
             )
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
+        # A missing or damaged --resume_from is refused before anything is created or written.
+        self._resume_folder = ckpt.resolve_checkpoint(config.resume_from) if config.resume_from else None
         self.accelerator = accelerator or Accelerator()
         set_seed(config.seed)
         self.shuffle_gen = torch.Generator().manual_seed(config.seed)
@@ -109,6 +114,7 @@ class GRPOTrainer:
             DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU)
         self.step_count = 0
         self.env_steps = 0
+        self._nonfinite_in_a_row = self._nonfinite_this_step = 0
         self.last_batch: RolloutBatch | None = None
         self._open_run_dir()
 
@@ -127,19 +133,40 @@ class GRPOTrainer:
             self.ref_policy = copy.deepcopy(policy).requires_grad_(False).eval().to(self.accelerator.device)
 
     def _open_run_dir(self) -> None:
-        """config.json and metrics.jsonl in ``output_dir`` (main process), and the trackers the
-        accelerator was built with (recipes: ``tracker_kwargs(--report_to)``)."""
+        """Lock ``output_dir`` for this run (main process; :class:`grpo_seq.run_dir.RunLock`) and
+        start the trackers the accelerator was built with (recipes: ``tracker_kwargs(--report_to)``).
+
+        A folder that already holds a run is replaced with ``overwrite``; otherwise it is refused
+        at this run's first write (:meth:`_start_run`), unless :meth:`resume` resumes that run."""
         cfg = self.config
-        self.output_dir = Path(cfg.output_dir) if cfg.output_dir else None
-        self.logger = None
+        self.output_dir = Path(cfg.output_dir).expanduser() if cfg.output_dir else None
+        self.logger = self._lock = None
+        self._foreign_run: list[str] = []
         if self.output_dir is not None and self.accelerator.is_main_process:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            (self.output_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
-            self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
+            self._lock = RunLock(self.output_dir).acquire()
+            resuming = self._resume_folder is not None and \
+                ckpt.run_dir_of(self._resume_folder).resolve() == self.output_dir.resolve()
+            found = run_files(self.output_dir)
+            if found and not resuming:
+                if cfg.overwrite:
+                    replace_run(self.output_dir, found)
+                else:
+                    self._foreign_run = found
         self._tracking = bool(getattr(self.accelerator, "log_with", None))
         if self._tracking:
             name = self.output_dir.name if self.output_dir is not None else "grpo-seq"
             self.accelerator.init_trackers(name, config=tracker_config(cfg.to_dict()))
+
+    def _start_run(self) -> None:
+        """Before this run's first write: refuse a folder holding another run; write config.json
+        and open metrics.jsonl (main process)."""
+        if self.logger is not None or self._lock is None:
+            return
+        if self._foreign_run:
+            self._lock.release()
+            raise foreign_run_error(self.output_dir, self._foreign_run)
+        (self.output_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
+        self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
 
     @property
     def policy(self) -> nn.Module:
@@ -157,6 +184,7 @@ class GRPOTrainer:
 
         Returns the step's metrics (averaged over processes), also appended to metrics.jsonl.
         """
+        self._start_run()
         t0 = time.perf_counter()
         batch = self._collect()
         t_sample = time.perf_counter() - t0
@@ -235,6 +263,7 @@ class GRPOTrainer:
         cfg = self.config
         self.model.train()
         stats = UpdateStats(tokens=torch.zeros((), device=self.accelerator.device))
+        self._nonfinite_this_step = 0
         B = batch.batch_size
         mb = B // cfg.num_minibatches
         for _ in range(cfg.mu):
@@ -313,7 +342,8 @@ class GRPOTrainer:
         token_means = {n: sums[i] / sums[-1] if scored else (zero if n == "kl" else zero + float("nan"))
                        for i, n in enumerate(TOKEN_STATS)}
         averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
-                    "loss/grad_norm": torch.stack(stats.grad_norms).mean(), **batch.metrics}
+                    "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
+                    "loss/nonfinite_steps": float(self._nonfinite_this_step), **batch.metrics}
         reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
@@ -336,22 +366,48 @@ class GRPOTrainer:
         return metrics
 
     def _optimizer_step(self) -> Tensor:
-        """Clip (when configured), step and zero the gradients; returns the gradient norm."""
+        """Clip (when configured), step and zero the gradients; returns the gradient norm.
+
+        A NaN or inf gradient norm skips the step: the weights and Adam's moments stay as they
+        were (:meth:`_count_nonfinite`). The norm is global (gradients are all-reduced first), so
+        every process skips together. With a grad scaler (fp16) the scaler already skips such
+        steps while it calibrates, so they are not counted here."""
         max_norm = self.config.max_grad_norm
-        if not self._plain_steps:
+        if self._plain_steps:  # an infinite max_norm measures the norm and scales by exactly 1
+            grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm if max_norm > 0 else math.inf)
+            optimizer = self.optimizer.optimizer
+        else:
             grad_norm = torch.zeros(())
             if max_norm > 0:
                 grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            return grad_norm
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, max_norm) if max_norm > 0 else torch.zeros(())
-        self.optimizer.optimizer.step()
-        self.optimizer.optimizer.zero_grad(set_to_none=True)
+            optimizer = self.optimizer
+        finite = self.accelerator.scaler is not None or bool(torch.isfinite(grad_norm))
+        if finite:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        self._count_nonfinite(finite)
         return grad_norm
+
+    def _count_nonfinite(self, finite: bool) -> None:
+        """Count a skipped step; ``max_nonfinite_steps`` of them in a row raise :class:`NonFiniteError`."""
+        if finite:
+            self._nonfinite_in_a_row = 0
+            return
+        self._nonfinite_in_a_row += 1
+        self._nonfinite_this_step += 1
+        n = self._nonfinite_in_a_row
+        logger.warning("step %d: NaN or inf gradient; optimizer step skipped (%d in a row)", self.step_count + 1, n)
+        if n >= self.config.max_nonfinite_steps:
+            raise NonFiniteError(
+                f"the loss or gradient was NaN or inf in {n} optimizer steps in a row (step {self.step_count + 1}); "
+                "the weights are the last finite ones. Likely causes: rewards that are NaN, inf or huge, a learning "
+                "rate too high for this model, or 16-bit overflow; check the reward functions and the environment, "
+                "lower --learning_rate, or train in float32"
+            )
 
     def log(self, metrics: dict[str, float]) -> None:
         """Append a row to metrics.jsonl (main process only) and send it to the trackers, at its ``step``."""
+        self._start_run()
         if self.logger is not None:
             self.logger.log(metrics)
         if self._tracking:  # a NaN (a statistic of no scored token) is left out rather than plotted
@@ -364,10 +420,19 @@ class GRPOTrainer:
         directory = Path(directory) if directory else (self.output_dir / "policy" if self.output_dir else None)
         if directory is None:
             raise ValueError("GRPOTrainer.save needs a directory when GRPOConfig.output_dir is None")
+        self._start_run()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
+            self._check_finite_weights(directory)
             save_policy(self.policy, directory, **kwargs)
         return directory
+
+    def _check_finite_weights(self, target: Path) -> None:
+        """Weights holding NaN or inf are never saved: :class:`NonFiniteError` instead."""
+        bad = [name for name, p in self.policy.named_parameters() if not bool(torch.isfinite(p).all())]
+        if bad:
+            raise NonFiniteError(f"not saving {target}: the policy's weights hold NaN or inf ({', '.join(bad[:3])}"
+                                 f"{', ...' if len(bad) > 3 else ''}); the last checkpoint holds the last finite ones")
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -378,6 +443,7 @@ class GRPOTrainer:
         each contributes its RNG and sampler state, the main process writes."""
         if self.output_dir is None:
             raise ValueError("GRPOTrainer.save_checkpoint needs GRPOConfig.output_dir")
+        self._start_run()
         acc = self.accelerator
         rng_states = gather_object([{
             "global": ckpt.rng_state(), "shuffle": ckpt.generator_state(self.shuffle_gen),
@@ -385,6 +451,7 @@ class GRPOTrainer:
         }])
         target = ckpt.checkpoint_dir(self.output_dir, self.step_count)
         if acc.is_main_process:
+            self._check_finite_weights(target)
             moving_ref = self.ref_policy if self.config.ref_sync_steps else None  # else: the initial policy
             ckpt.write_checkpoint(
                 self.output_dir, self.step_count, policy=self.policy, optimizer_state=self.optimizer.state_dict(),
@@ -408,7 +475,9 @@ class GRPOTrainer:
         exactly as if it had never stopped. Rows of metrics.jsonl logged after the checkpoint
         are dropped (they will be logged again). Returns the ``extra`` state saved with it."""
         acc = self.accelerator
-        folder = ckpt.resolve_checkpoint(path)
+        same = self._resume_folder is not None and str(path) == str(self.config.resume_from)
+        folder = self._resume_folder if same else ckpt.resolve_checkpoint(path)
+        self._check_resumable(folder, ckpt.read_json(folder / "trainer_state.json"))
         state, optimizer_state, rng = ckpt.load_checkpoint(folder, self.policy, self.ref_policy, acc.process_index)
         try:
             self.optimizer.load_state_dict(optimizer_state)
@@ -426,12 +495,39 @@ class GRPOTrainer:
                 "random streams, so the run will not repeat the uninterrupted one exactly",
                 folder, acc.process_index, state.get("num_processes", 1),
             )
+        if self._lock is not None and self.output_dir.resolve() == ckpt.run_dir_of(folder).resolve():
+            self._foreign_run = []  # the run this folder holds is the one resumed
+        self._start_run()
         if self.logger is not None:
             self.logger.truncate_after(self.step_count)
         acc.wait_for_everyone()
         return state.get("extra") or {}
 
+    def _check_resumable(self, folder: Path, state: Any) -> None:
+        """Refuse a checkpoint trained with other options than this run's, except those the config
+        lists in ``RESUME_MAY_CHANGE`` (budgets, logging, saving), which are printed as changed."""
+        saved = state.get("config") if isinstance(state, dict) else None
+        if not isinstance(saved, dict):
+            return  # a checkpoint without its config (written by hand): nothing to compare
+        mine = json.loads(json.dumps(self.config.to_dict()))  # tuples as lists, as the file has them
+        changed = {k: (saved[k], v) for k, v in mine.items() if k in saved and saved[k] != v}
+        may_change = type(self.config).RESUME_MAY_CHANGE
+        refused = {k: v for k, v in changed.items() if k not in may_change}
+        if refused:
+            raise ckpt.CheckpointError(
+                f"--resume_from {folder}: the checkpoint was trained with other options: "
+                + "; ".join(f"--{k} was {a!r}, is {b!r} now" for k, (a, b) in refused.items())
+                + ". Resume with the run's own values (its config.json), or start a new run"
+            )
+        allowed = {k: v for k, v in changed.items() if k not in ("resume_from", "output_dir", "overwrite")}
+        if allowed and self.accelerator.is_main_process:
+            print("resuming with changed options: " + "; ".join(f"--{k} {a!r} -> {b!r}" for k, (a, b) in allowed.items()),
+                  flush=True)
+
     def close(self) -> None:
+        """Close metrics.jsonl and the trackers, and release the run folder."""
+        if self._lock is not None:
+            self._lock.release()
         if self.logger is not None:
             self.logger.close()
         if self._tracking:

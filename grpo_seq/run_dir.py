@@ -1,0 +1,131 @@
+"""A run folder belongs to one run: claimed with a lock, never taken over silently.
+
+A training run writes ``config.json``, ``metrics.jsonl``, checkpoints and its policy into its
+folder. Starting a second run there would overwrite the first one's files and interleave their
+metrics, and a later resume would mix the two. So a run claims its folder
+(:class:`grpo_seq.GRPOTrainer` does, on the main process):
+
+* a lock file, ``.lock``, holds the claiming process's pid and host; while that process lives,
+  another run in the same folder is refused. A lock left by a process that no longer exists (a
+  ``kill -9``) is stale on the same host and is taken over, with a warning; on another host
+  nothing can be checked, so the message says which file to delete once that run is gone;
+* a folder that already holds a run is refused unless this run resumes it, or the caller asks
+  to overwrite it, in which case the message lists what is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import RunDirError
+
+__all__ = ["RUN_FILES", "LOCK_NAME", "RunLock", "foreign_run_error", "replace_run", "run_files"]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+# What a run leaves in its folder; any of them present means the folder holds a run.
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "policy", "model", "completions",
+             "curves.png", "agent.gif", "agent.mp4")
+
+
+def run_files(folder: str | os.PathLike) -> list[str]:
+    """The names in ``folder`` that a run writes (empty when there is no such folder)."""
+    folder = Path(folder)
+    return [name for name in RUN_FILES if (folder / name).exists()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user: it exists
+        return True
+    return True
+
+
+class RunLock:
+    """The lock file of a run folder, created atomically (a complete file or none)."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self.held = False
+
+    def _holder(self) -> dict | None:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+
+    def acquire(self) -> "RunLock":
+        """Take the lock, or raise :class:`RunDirError` naming the live run that holds it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        fd, tmp = tempfile.mkstemp(prefix=".lock.tmp-", dir=self.folder)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            for _ in range(2):
+                try:
+                    os.link(tmp, self.path)  # atomic, and fails when the lock exists
+                    self.held = True
+                    return self
+                except FileExistsError:
+                    self._clear_stale()
+        finally:
+            os.unlink(tmp)
+        raise RunDirError(f"{self.folder}: could not take {self.path} (another run took it meanwhile)")
+
+    def _clear_stale(self) -> None:
+        holder = self._holder()
+        if holder is None:  # released meanwhile
+            return
+        pid, host = holder.get("pid"), holder.get("host")
+        if host == socket.gethostname() and pid == os.getpid():  # a trainer of this process before: re-enter
+            self.path.unlink(missing_ok=True)
+            return
+        if host == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+            logger.warning("%s: taking over the lock of process %d, which no longer runs", self.folder, pid)
+            print(f"{self.folder}: the run of process {pid} ended without releasing the folder; taking it over",
+                  flush=True)
+            self.path.unlink(missing_ok=True)
+            return
+        if host == socket.gethostname() or not holder:
+            raise RunDirError(f"{self.folder} is in use by another run (process {pid}, since {holder.get('since')}); "
+                              "wait for it to finish, or give this run another --output_dir")
+        raise RunDirError(f"{self.folder} is in use by a run on {host} (process {pid}, since {holder.get('since')}); "
+                          f"if that run is gone, delete {self.path}; or give this run another --output_dir")
+
+    def release(self) -> None:
+        if self.held:
+            holder = self._holder()
+            if holder and holder.get("pid") == os.getpid():
+                self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+def foreign_run_error(folder: str | os.PathLike, found: list[str]) -> RunDirError:
+    """The error for a run started in a folder that holds another run (``found``: its files)."""
+    return RunDirError(
+        f"--output_dir {folder} already holds a run ({', '.join(found)}); resume it with --resume_from {folder}, "
+        "replace it with --overwrite, or give this run another --output_dir"
+    )
+
+
+def replace_run(folder: str | os.PathLike, found: list[str]) -> None:
+    """Delete the run files ``found`` in ``folder``, saying which (``--overwrite``)."""
+    print(f"--overwrite: replacing the run in {folder}: {', '.join(found)}", flush=True)
+    for name in found:
+        target = Path(folder, name)
+        shutil.rmtree(target) if target.is_dir() else target.unlink()
