@@ -47,12 +47,12 @@ def load(model: str):
 @contextlib.contextmanager
 def without_onednn():
     """few_rows_product falls back to F.linear, as where this torch build lacks packed oneDNN."""
-    saved = generation._onednn_linear
-    generation._onednn_linear = lambda: False
+    saved = generation.decode_step._onednn_linear
+    generation.decode_step._onednn_linear = lambda: False
     try:
         yield
     finally:
-        generation._onednn_linear = saved
+        generation.decode_step._onednn_linear = saved
 
 
 def prompts(tokenizer, n: int, data: str) -> dict[str, torch.Tensor]:

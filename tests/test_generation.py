@@ -8,7 +8,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from grpo_seq import CausalLMPolicy, RolloutBatch
-from grpo_seq.generation import _draw, _onednn_linear, few_rows_product, process_logits, sample_tokens, unsupported_reason
+from grpo_seq.generation import _draw, _onednn_linear, decode_step, few_rows_product, process_logits, sample_tokens, unsupported_reason
 from grpo_seq.sampling import completion_mask
 from tiny_lm import make_tiny_lm
 
@@ -218,3 +218,24 @@ def test_few_rows_product_keeps_f_linear_in_16_bit_and_under_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got = few_rows_product(layer)(x)
         assert got.dtype == torch.bfloat16 and torch.equal(got, layer(x))
+
+
+@pytest.mark.parametrize("why", ["untested torch version", "missing private op"])
+def test_private_onednn_ops_are_used_only_on_tested_torch_versions(why, monkeypatch, caplog):
+    # Outside the tested versions, or without the ops, the products fall back to F.linear (one log line).
+    if why == "untested torch version":
+        monkeypatch.setattr(decode_step, "TESTED_TORCH", ((0, 1), (0, 2)))
+    else:
+        monkeypatch.setattr(decode_step, "_PRIVATE_OPS", ("_no_such_op_xyz",))
+    decode_step._onednn_linear.cache_clear()
+    try:
+        with caplog.at_level("INFO", logger=decode_step.__name__):
+            assert not decode_step._onednn_linear()
+        layer = torch.nn.Linear(8, 4)
+        product = few_rows_product(layer)
+        with torch.no_grad():
+            layer.weight.zero_()  # F.linear reads the live weight: now the bias alone
+            assert torch.equal(product(torch.ones(2, 8)), layer.bias.expand(2, 4))
+        assert [r.getMessage() for r in caplog.records if "F.linear" in r.getMessage()] != []
+    finally:
+        decode_step._onednn_linear.cache_clear()
