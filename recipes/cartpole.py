@@ -10,23 +10,21 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - Per-step advantages by default: each step's return-to-go is normalised against the group
   members still running at the same step. The paper's process supervision normalises step
   rewards over the whole group and is identically 0 here (every step pays 1); outcome
-  supervision (`--advantage outcome`) learns as fast on the median, with twice the spread
-  across seeds (README, "Choosing the defaults").
+  supervision (`--advantage outcome`) learns as fast on the median, with a wider spread
+  across seeds (docs/experiments.md).
 - One group of G = 2 episodes per update, and the loss averaged over tokens (`bnpo`), not
   over episodes. Adam moves about the same distance per update whatever the batch, so many
-  small updates learn in fewer env steps than a few large ones (Adam's usual betas, 16 seeds: 7.5k
-  env steps to solve, against 9.1k with G = 4 and 26k with 4 groups of 4 per update); a token
-  mean lets a 300-step episode weigh 300 times a 1-step one. With G = 2 the step-wise
+  small updates learn in fewer env steps than a few large ones (than G = 4, or several groups
+  per update: docs/experiments.md); a token mean lets a 300-step episode weigh 300 times a 1-step one. With G = 2 the step-wise
   advantage is +-1/sqrt(2): which of the pair does better from that step on.
 - Adam with momentum 0.5 (beta2 0.95), not 0.9: consecutive pairs start from different
-  states and disagree, and momentum 0.9 keeps a pair's push going for ~10 updates. Over 80
-  seeds: a median 5.5k env steps to solve against 11.5k (README, "Adam's momentum").
+  states and disagree, and momentum 0.9 keeps a pair's push going for ~10 updates; 0.5 solves
+  in fewer env steps (docs/experiments.md, "Adam's momentum").
 - Observations in units of CartPole's termination thresholds (cart position / 2.4, pole angle
   / 0.21 rad) and orthogonal hidden layers. Adam moves every weight by about the learning
   rate whatever its input's units; in radians the angle, the input that matters most, moved
-  the logits 10x less per step than the cart position. Over 80 seeds: a median 2.1k env
-  steps to solve against 5.5k, 2 seeds under 80% of evaluations at 475 after solving
-  against 6 (README, "What we tried").
+  the logits 10x less per step than the cart position. Scaled, runs solve in fewer env steps
+  and fewer seeds fall after solving (docs/experiments.md, "Observation units").
 Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/, checkpoints/}. SIGTERM or
 Ctrl-C finishes the current step, writes a checkpoint and prints the command that resumes it
 (`--resume_from <output_dir>`); the resumed run repeats the uninterrupted one exactly.
@@ -74,8 +72,8 @@ class CartPoleConfig(GRPOConfig):
         default_factory=list,
         metadata={"help": "Divide each observation dimension by this before the MLP (one number per dimension; "
                   "1s for none). Default: for CartPole, the cart position and pole angle by their termination "
-                  "thresholds (2.4 m, 0.21 rad), velocities as they are; none for other envs. Over 80 seeds: a "
-                  "median 2.1k env steps to solve against 5.5k unscaled, and fewer seeds falling after solving (README)."},
+                  "thresholds (2.4 m, 0.21 rad), velocities as they are; none for other envs. Scaled, CartPole "
+                  "solves in fewer env steps and fewer seeds fall after solving (docs/experiments.md)."},
     )
     orthogonal_init: bool = field(
         default=True,
@@ -93,36 +91,36 @@ class CartPoleConfig(GRPOConfig):
         metadata={"help": "Train on CPU even where a GPU exists: a tiny MLP loses more to kernel launches than it "
                   "gains. Also what makes `accelerate launch --multi_gpu` start real processes on a CPU-only machine."},
     )
-    # Defaults tuned for CartPole (see README "Choosing the defaults"); GRPOConfig's stay the paper's.
+    # Defaults tuned for CartPole (docs/experiments.md); GRPOConfig's stay the paper's.
     num_generations: int = field(
-        default=2, metadata={"help": "G: episodes per shared start state (2: the fewest env steps to solve, README)."}
+        default=2, metadata={"help": "G: episodes per shared start state (2: the fewest env steps to solve, docs/experiments.md)."}
     )
     num_groups: int = field(
         default=1, metadata={"help": "Start states per step on each process: one group of G episodes per update "
-                             "learns in the fewest env steps (README)."}
+                             "learns in the fewest env steps (docs/experiments.md)."}
     )
     learning_rate: float = field(default=2e-2, metadata={"help": "Adam learning rate."})
     advantage: str = field(
         default="stepwise",
         metadata={"help": "stepwise (default: returns-to-go compared at equal step indices), outcome (group-"
-                  "normalised episode return) or process (the paper's; blind on CartPole, see README)."},
+                  "normalised episode return) or process (the paper's; blind on CartPole: every step pays 1)."},
     )
     gamma: float = field(
         default=0.98, metadata={"help": "Discount inside returns-to-go. With G = 2 and the group std (the defaults) only "
                                 "which member ran longer counts, so it changes nothing here; with G > 2 or "
-                                "--scale_rewards false it weighs failures near a step more (README)."}
+                                "--scale_rewards false it weighs failures near a step more."}
     )
     lr_schedule: str = field(
         default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
     )
     adam_beta1: float = field(
         default=0.5, metadata={"help": "Adam momentum. 0.5, not 0.9: each update sees one pair of episodes, and "
-                               "momentum 0.9 keeps pushing a pair's direction for ~10 updates (median env steps "
-                               "to solve over 80 seeds 5.5k against 11.5k, README)."}
+                               "momentum 0.9 keeps pushing a pair's direction for ~10 updates, and solves in more "
+                               "env steps (docs/experiments.md)."}
     )
     adam_beta2: float = field(
-        default=0.95, metadata={"help": "Adam's decay rate of the squared gradient's running mean (0.95: the only "
-                                "value tried beside beta1 0.5 that solved all 80 seeds, README)."}
+        default=0.95, metadata={"help": "Adam's decay rate of the squared gradient's running mean (0.95: beside "
+                                "beta1 0.5, the value tried that solved every seed, docs/experiments.md)."}
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(

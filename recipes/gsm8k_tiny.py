@@ -11,8 +11,8 @@ correctness (1 when the extracted number equals the gold one) and format (1 when
 with its only `#### <number>` line, 0.5 when text follows it or for a `\\boxed{}`, 0 for several).
 
 Where this departs from DeepSeekMath section 4.1, and why:
-- 2 prompts x G = 4 completions per step by default (the paper: 1024 x 64): what a 2-core CPU
-  runs in about half a minute a step. Raise --num_groups and --num_generations on a GPU.
+- 2 prompts x G = 4 completions per step by default (the paper: 1024 x 64): small enough for a
+  CPU. Raise --num_groups and --num_generations on a GPU.
 - One policy update per batch (mu = 1): the ratio is 1, the clip only matters with --mu > 1.
 Writes <output_dir>/{config.json, metrics.jsonl, completions/step_XXXX.jsonl, summary.json, model/,
 checkpoints/}. SIGTERM or Ctrl-C finishes the current step, writes a checkpoint and prints the
