@@ -10,6 +10,7 @@ from accelerate import Accelerator
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, compute_advantages, load_policy
 from grpo_seq.evaluation import PolicyEvaluator
+from safetensors.torch import load_file
 
 
 def make_trainer(tmp_path=None, **overrides):
@@ -254,3 +255,91 @@ def test_adam_betas_reach_the_optimizer():
     default.step(), custom.step()
     gap = max((a - b).abs().max().item() for a, b in zip(default.policy.parameters(), custom.policy.parameters()))
     assert gap > 1e-4
+
+
+class NaNRewards(RecordingSampler):
+    """Rewards become NaN from the ``after``-th batch on (a reward function gone wrong)."""
+
+    def __init__(self, inner, after):
+        super().__init__(inner)
+        self.after, self.calls = after, 0
+
+    def sample(self, policy):
+        batch = super().sample(policy)
+        self.calls += 1
+        if self.calls > self.after:
+            batch.rewards = torch.full_like(batch.rewards, float("nan"))
+            batch.step_rewards = torch.full_like(batch.step_rewards, float("nan"))
+        return batch
+
+
+def test_nan_gradients_skip_the_step_then_stop_the_run_with_finite_weights(tmp_path):
+    from grpo_seq.errors import NonFiniteError
+
+    trainer = make_trainer(tmp_path, advantage="outcome", max_nonfinite_steps=2)
+    trainer.sampler = NaNRewards(trainer.sampler, after=1)
+    trainer.step()
+    before = copy.deepcopy(trainer.policy.state_dict())
+    adam_before = copy.deepcopy(trainer.optimizer.state_dict()["state"])
+    m = trainer.step()  # NaN advantages: the step is skipped, nothing moves
+    assert m["loss/nonfinite_steps"] == 1.0
+    for k, v in trainer.policy.state_dict().items():
+        assert torch.equal(v, before[k])
+    assert all(torch.equal(adam_before[i]["exp_avg"], s["exp_avg"])
+               for i, s in trainer.optimizer.state_dict()["state"].items())
+    with pytest.raises(NonFiniteError, match="NaN or inf in 2 optimizer steps in a row"):
+        trainer.step()
+    path = trainer.save_checkpoint()  # the weights are the last finite ones: saving them is allowed
+    assert all(torch.isfinite(t).all() for t in load_file(str(path / "policy" / "model.safetensors")).values())
+
+
+def test_weights_holding_nan_are_never_saved(tmp_path):
+    from grpo_seq.errors import NonFiniteError
+
+    trainer = make_trainer(tmp_path)
+    with torch.no_grad():
+        next(trainer.policy.parameters())[0, 0] = float("inf")
+    with pytest.raises(NonFiniteError, match="weights hold NaN or inf"):
+        trainer.save()
+    with pytest.raises(NonFiniteError, match="weights hold NaN or inf"):
+        trainer.save_checkpoint()
+    assert not (tmp_path / "policy").exists() and not (tmp_path / "checkpoints").exists()
+
+
+def test_a_folder_holding_another_run_is_refused_and_overwrite_replaces_it(tmp_path):
+    from grpo_seq.errors import RunDirError
+
+    first = make_trainer(tmp_path)
+    first.step()
+    first.close()
+    metrics = (tmp_path / "metrics.jsonl").read_text()
+    second = make_trainer(tmp_path, seed=1)
+    with pytest.raises(RunDirError, match=f"--output_dir {tmp_path} already holds a run .*--resume_from.*--overwrite"):
+        second.step()
+    assert (tmp_path / "metrics.jsonl").read_text() == metrics  # the first run's files unchanged
+    third = make_trainer(tmp_path, seed=1, overwrite=True)
+    third.step()
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_resume_refuses_other_options_by_name_and_lists_allowed_changes(tmp_path, capsys):
+    from grpo_seq.checkpoint import CheckpointError
+
+    first = make_trainer(tmp_path)
+    first.step()
+    folder = first.save_checkpoint()
+    first.close()
+    with pytest.raises(CheckpointError, match=r"--num_generations was 8, is 4 now; --learning_rate was 0.01, is 0.02 now"):
+        make_trainer(tmp_path, num_generations=4, learning_rate=2e-2, resume_from=str(tmp_path)).resume(tmp_path)
+    resumed = make_trainer(tmp_path, save_total_limit=5, resume_from=str(tmp_path))
+    resumed.resume(tmp_path)
+    assert "resuming with changed options: --save_total_limit 2 -> 5" in capsys.readouterr().out
+    assert resumed.step_count == 1 and folder.exists()
+
+
+def test_a_missing_resume_from_creates_nothing(tmp_path):
+    from grpo_seq.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="no such checkpoint or run folder"):
+        make_trainer(tmp_path / "run", resume_from=str(tmp_path / "typo"))
+    assert list(tmp_path.iterdir()) == []
