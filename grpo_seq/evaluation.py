@@ -10,8 +10,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from .errors import ConfigError, UsageError
 from .policies.actor import make_actor
-from .sampling.env import make_vector_env
+from .sampling.env import check_spaces, make_vector_env
 
 __all__ = ["PolicyEvaluator"]
 
@@ -24,7 +25,10 @@ class PolicyEvaluator:
     """
 
     def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None):
+        if num_episodes < 1:
+            raise ConfigError(f"PolicyEvaluator: num_episodes must be >= 1, got {num_episodes}")
         self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs)
+        check_spaces(env_id, self.envs.single_observation_space, self.envs.single_action_space)
         self.num_episodes, self.seed = num_episodes, seed
         spec = self.envs.spec
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000
@@ -59,15 +63,26 @@ class EvalArgs:
     episodes: int = field(default=10, metadata={"help": "Greedy episodes."})
     seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
 
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ConfigError(f"--episodes: must be >= 1, got {self.episodes}")
 
-def main() -> None:
+
+def main(argv: list[str] | None = None) -> None:
     """``python -m grpo_seq.evaluation --policy DIR``: greedy returns of a saved policy, as JSON."""
-    from transformers import HfArgumentParser
-
+    from .cli import cli_errors, parse_config
     from .serialization import load_policy
 
-    (args,) = HfArgumentParser(EvalArgs).parse_args_into_dataclasses()
-    returns = PolicyEvaluator(args.env_id, args.episodes)(load_policy(args.policy), seed=args.seed)
+    with cli_errors():
+        args = parse_config(EvalArgs, argv)
+        policy = load_policy(args.policy)
+        evaluate = PolicyEvaluator(args.env_id, args.episodes)
+        obs_dim = evaluate.envs.single_observation_space.shape[0]
+        wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
+        if wanted != obs_dim:
+            raise UsageError(f"--policy {args.policy} takes {wanted} observation numbers; {args.env_id} gives "
+                             f"{obs_dim}: give the env_id it was trained on")
+        returns = evaluate(policy, seed=args.seed)
     print(json.dumps({"env_id": args.env_id, "seed": args.seed, "mean_return": float(returns.mean()),
                       "returns": returns.tolist()}))
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import errno
 import importlib.util
 import logging
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from .errors import ConfigError, MissingPathError, UsageError
 
 __all__ = ["OFFLINE_WHEELS", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "wheel_gguf", "count_parameters"]
 
@@ -58,12 +61,12 @@ def resolve_model(model: str) -> tuple[str, str | None]:
     path = Path(model).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise FileNotFoundError(f"--model {model}: no such GGUF file")
+            raise MissingPathError(f"--model {model}: no such GGUF file")
         return str(path.parent), path.name
     if path.is_dir():
         return str(path), None
     if model.startswith((".", "/", "~")) or model.endswith(("/", ".safetensors", ".bin")):
-        raise FileNotFoundError(f"--model {model}: no such folder or file (give a hub id, a folder, or a .gguf file)")
+        raise MissingPathError(f"--model {model}: no such folder or file (give a hub id, a folder, or a .gguf file)")
     if model in OFFLINE_WHEELS and not _in_hub_cache(model):
         gguf = wheel_gguf(model)
         if gguf is not None:
@@ -81,17 +84,26 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        raise ConfigError(f"--dtype: must be one of {sorted(_DTYPES)}, got {dtype!r}")
     source, gguf = resolve_model(model)
+    if gguf is None and Path(source).is_dir() and not (Path(source) / "config.json").is_file():
+        # else transformers blames whatever it tries next (sentencepiece, for an empty folder)
+        raise MissingPathError(f"--model {model}: the folder has no config.json, so it holds no saved model; give a "
+                               "folder written by save_pretrained (e.g. a run's model/), a hub id, or a .gguf file")
     kwargs = {"gguf_file": gguf} if gguf else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
         lm = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype], trust_remote_code=trust_remote_code, **kwargs)
     except OSError as e:
-        raise OSError(f"--model {model}: could not load a causal LM from {source}{' / ' + gguf if gguf else ''}: {e}") from e
+        if e.errno == errno.ENOSPC:
+            raise
+        # transformers raises OSError for a hub id it cannot find or download, and for a folder
+        # without weights: bad input, one line
+        raise UsageError(f"--model {model}: could not load a causal LM from {source}{' / ' + gguf if gguf else ''}: "
+                         f"{' '.join(str(e).split())}") from e
     except Exception as e:
         if gguf:
-            raise ValueError(f"--model {model}: unreadable GGUF file {Path(source) / gguf}: {e}") from e
+            raise UsageError(f"--model {model}: unreadable GGUF file {Path(source) / gguf}: {e}") from e
         raise
     if gguf:
         # Without the GGUF quantization entry the copy (and any folder it is saved to) is a plain model.

@@ -16,6 +16,8 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from .errors import ConfigError, MissingPathError, UsageError
+
 __all__ = ["read_metrics", "panels_for", "plot_runs", "plot_run_if_possible"]
 
 _TRAINER_REWARDS = {"reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups"}
@@ -38,7 +40,7 @@ def read_metrics(run: str | Path) -> tuple[str, list[dict]]:
     if path.is_dir():
         path = path / "metrics.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"{run}: no metrics.jsonl (give a run folder or the file itself)")
+        raise MissingPathError(f"{run}: no metrics.jsonl (give a run folder or the file itself)")
     rows = []
     for line in path.read_text().splitlines():
         try:
@@ -77,11 +79,11 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
     import matplotlib.pyplot as plt
 
     if x not in _X:
-        raise ValueError(f"x must be one of {sorted(_X)}, got {x!r}")
+        raise ConfigError(f"x must be one of {sorted(_X)}, got {x!r}")
     loaded = [read_metrics(r) for r in runs]
     panels = panels_for([rows for _, rows in loaded])
     if not panels:
-        raise ValueError(f"no plottable metrics in {', '.join(str(r) for r in runs)}")
+        raise UsageError(f"no plottable metrics in {', '.join(str(r) for r in runs)}")
     cols = min(3, len(panels))
     nrows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.6 * nrows), squeeze=False)
@@ -122,6 +124,8 @@ def plot_run_if_possible(run: str | Path, out: str | Path, x: str = "step", smoo
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from .cli import cli_errors
+
     ap = argparse.ArgumentParser(prog="python -m grpo_seq.plot", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="Run folders (or metrics.jsonl files).")
@@ -129,12 +133,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--x", default="step", choices=sorted(_X), help="Horizontal axis.")
     ap.add_argument("--smooth", type=int, default=1, help="Trailing mean over this many points (1: raw).")
     a = ap.parse_args(argv)
-    first = Path(a.runs[0])
-    out = a.out or (first if first.is_dir() else first.parent) / "curves.png"
-    try:
-        titles = plot_runs(a.runs, out, x=a.x, smooth=a.smooth)
-    except (FileNotFoundError, ValueError) as e:
-        ap.error(str(e))
+    with cli_errors():
+        if a.smooth < 1:
+            raise ConfigError(f"--smooth: must be >= 1 (1: raw), got {a.smooth}")
+        runs = [Path(r).expanduser() for r in a.runs]
+        out = Path(a.out).expanduser() if a.out else (runs[0] if runs[0].is_dir() else runs[0].parent) / "curves.png"
+        titles = plot_runs(runs, out, x=a.x, smooth=a.smooth)
     print(f"wrote {out}: {len(titles)} panels ({', '.join(titles)}) for {len(a.runs)} run(s)")
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .errors import UsageError
 from .policies.actor import make_actor
 
 __all__ = ["record_episode", "check_renderer"]
@@ -32,17 +33,19 @@ def _actor(policy: nn.Module):
 
 
 def check_renderer(env_id: str) -> None:
-    """Raise ``RuntimeError`` saying what to install when ``env_id`` cannot render frames."""
+    """Raise :class:`UsageError` saying what to install when ``env_id`` cannot render frames."""
     import gymnasium as gym
+
+    from .sampling.env import make_env
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
-        env = gym.make(env_id, render_mode="rgb_array")
+        env = make_env(env_id, render_mode="rgb_array")
         env.reset(seed=0)
         env.render()
         env.close()
     except gym.error.DependencyNotInstalled as e:
-        raise RuntimeError(f"--record: {env_id} cannot render frames: {e}") from None
+        raise UsageError(f"--record: {env_id} cannot render frames: {e}") from None
 
 
 @torch.no_grad()
@@ -53,14 +56,12 @@ def record_episode(policy: nn.Module, env_id: str, out: str | Path, seed: int = 
     Returns ``{"gif", "mp4" (None without ffmpeg), "frames", "return", "seed"}``; ``frames`` is
     the episode length.
     """
-    import gymnasium as gym
     from PIL import Image, ImageDraw, ImageFont
 
+    from .sampling.env import make_env
+
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen, no display needed
-    try:
-        env = gym.make(env_id, render_mode="rgb_array")
-    except gym.error.DependencyNotInstalled as e:
-        raise RuntimeError(f"recording {env_id} needs its renderer: {e}") from None
+    env = make_env(env_id, render_mode="rgb_array")
     act = _actor(policy)
     font = ImageFont.load_default(size=max(10, int(28 * scale)))
     obs, _ = env.reset(seed=seed)
@@ -104,11 +105,13 @@ class RecordArgs:
 def main() -> None:
     import json
 
-    from .cli import parse_config
+    from .cli import cli_errors, parse_config
     from .serialization import load_policy
 
-    args = parse_config(RecordArgs)
-    info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps, scale=args.scale)
+    with cli_errors():
+        args = parse_config(RecordArgs)
+        info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
+                              scale=args.scale)
     print(json.dumps(info))
 
 

@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from .errors import MissingPathError, UsageError
 from .policies import CategoricalMLPPolicy
 
 __all__ = ["save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_write_text"]
@@ -109,10 +110,14 @@ def load_policy(directory: str | os.PathLike) -> nn.Module:
     cfg_path, weights_path = directory / POLICY_CONFIG_NAME, directory / WEIGHTS_NAME
     for p in (cfg_path, weights_path):
         if not p.is_file():
-            raise FileNotFoundError(f"{p} not found: is {directory} a folder written by save_policy?")
-    cfg = json.loads(cfg_path.read_text())
-    if cfg.get("class") not in _POLICY_CLASSES:
-        raise ValueError(f"{cfg_path}: unknown policy class {cfg.get('class')!r}; known: {sorted(_POLICY_CLASSES)}")
+            raise MissingPathError(f"{p} not found: is {directory} a folder written by save_policy?")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except ValueError as e:
+        raise UsageError(f"{cfg_path}: not valid JSON ({e})") from None
+    name = cfg.get("class") if isinstance(cfg, dict) else None
+    if name not in _POLICY_CLASSES:
+        raise UsageError(f"{cfg_path}: unknown policy class {name!r}; known: {sorted(_POLICY_CLASSES)}")
     policy = _POLICY_CLASSES[cfg["class"]](**cfg["kwargs"])
     load_policy_weights(policy, directory)
     return policy.eval()
@@ -127,7 +132,7 @@ def load_policy_weights(policy: nn.Module, directory: str | os.PathLike) -> None
         return
     weights_path = directory / WEIGHTS_NAME
     if not weights_path.is_file():
-        raise FileNotFoundError(f"{weights_path} not found: is {directory} a folder written by save_policy?")
+        raise MissingPathError(f"{weights_path} not found: is {directory} a folder written by save_policy?")
     cfg_path = directory / POLICY_CONFIG_NAME
     if hasattr(policy, "function_kwargs") and cfg_path.is_file():
         # Weights of the same shapes can still mean another function (an input scale, an activation).
@@ -135,10 +140,10 @@ def load_policy_weights(policy: nn.Module, directory: str | os.PathLike) -> None
         mine = policy.function_kwargs(policy.init_kwargs)
         diff = {k: (saved[k], mine[k]) for k in mine if saved.get(k) != mine[k]}
         if diff:
-            raise ValueError(f"{cfg_path}: these weights were trained for another {type(policy).__name__}: "
+            raise UsageError(f"{cfg_path}: these weights were trained for another {type(policy).__name__}: "
                              + "; ".join(f"{k} was {a}, is {b} here" for k, (a, b) in diff.items())
                              + " (pass the run's own options, e.g. --obs_scale, when resuming)")
     try:
         policy.load_state_dict(load_file(str(weights_path)))
     except RuntimeError as e:
-        raise ValueError(f"{weights_path} does not fit this {type(policy).__name__} (another architecture?): {e}") from None
+        raise UsageError(f"{weights_path} does not fit this {type(policy).__name__} (another architecture?): {e}") from None

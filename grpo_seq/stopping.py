@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import shlex
 import signal
 import sys
@@ -107,9 +108,19 @@ def checkpoint_on_error(trainer: Any, extra: Callable[[], dict] | None, run_dir:
     start = trainer.step_count
     try:
         yield
-    except Exception:
-        if trainer.accelerator.num_processes == 1 and trainer.output_dir is not None and trainer.step_count > start:
-            path = trainer.save_checkpoint(extra)
+    except Exception as e:
+        if trainer.accelerator.num_processes == 1 and trainer.output_dir is not None and trainer.step_count > start \
+                and not _disk_full(e):  # on a full disk another checkpoint cannot be written either
+            try:
+                path = trainer.save_checkpoint(extra)
+            except Exception as failed:  # the original error is the one to report
+                print(f"error during step {trainer.step_count + 1}; the checkpoint of the steps done could not be "
+                      f"written either ({type(failed).__name__}: {failed})", file=sys.stderr, flush=True)
+                raise e from None
             print(f"error during step {trainer.step_count + 1}: the {trainer.step_count} steps done are saved in "
                   f"{path}; once the cause is fixed, resume with: {resume_command(run_dir)}", file=sys.stderr, flush=True)
         raise
+
+
+def _disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno == errno.ENOSPC

@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 from ..batch import RolloutBatch
+from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
 
-__all__ = ["EnvGroupSampler", "make_vector_env"]
+__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "check_spaces"]
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -24,14 +25,41 @@ _STATE_COPY_ENVS = ("CartPole-v0", "CartPole-v1")
 _VECTOR_MIN_ENVS = 8
 
 
+def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
+    """gymnasium's error for an id it does not know (or whose package is missing), as one line naming it."""
+    return UsageError(f"--env_id {env_id}: gymnasium cannot make it ({type(e).__name__}: {e}); give a registered id "
+                      "such as CartPole-v1 (gymnasium.pprint_registry() lists them), or install the env's package")
+
+
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``; an unknown id or a missing env package is a :class:`UsageError` naming it."""
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.Error as e:
+        raise _refuse_unknown(env_id, e) from None
+
+
+def check_spaces(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> None:
+    """Refuse (:class:`UsageError`, naming the space) an env whose actions cannot be tokens or whose
+    observations are not a flat vector, what a categorical MLP policy needs."""
+    if not isinstance(act_space, gym.spaces.Discrete):
+        raise UsageError(f"{env_id}: actions must be Discrete to be tokens, got {act_space} (a continuous or "
+                         "composite action space); use an env with Discrete actions or discretise them with a wrapper")
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise UsageError(f"{env_id}: observations must be a flat Box, got {obs_space}; flatten them with "
+                         "gymnasium.wrappers.FlattenObservation")
+
+
 def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None) -> tuple[gym.vector.VectorEnv, bool]:
-    """The fastest vector env for ``env_id``; returns ``(envs, shares_state_by_copy)``."""
+    """The fastest vector env for ``env_id``; returns ``(envs, shares_state_by_copy)``. An id
+    gymnasium does not know is a :class:`UsageError` naming it."""
     env_kwargs = env_kwargs or {}
-    if env_id in _STATE_COPY_ENVS:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
-        return envs, True
-    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", **env_kwargs)
-    return envs, False
+    mode = "vector_entry_point" if env_id in _STATE_COPY_ENVS else "sync"
+    try:
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **env_kwargs)
+    except gym.error.Error as e:
+        raise _refuse_unknown(env_id, e) from None
+    return envs, env_id in _STATE_COPY_ENVS
 
 
 class EnvGroupSampler:
@@ -70,17 +98,14 @@ class EnvGroupSampler:
             obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
             spec = self.envs.spec
         else:
-            self.env_list = [gym.make(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
+            self.env_list = [make_env(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
             obs_space, act_space = self.env_list[0].observation_space, self.env_list[0].action_space
             spec = self.env_list[0].spec
-        if not isinstance(act_space, gym.spaces.Discrete):
-            raise ValueError(f"{env_id}: actions must be Discrete to be tokens, got {act_space}")
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-            raise ValueError(f"{env_id}: observations must be a flat Box, got {obs_space}")
+        check_spaces(env_id, obs_space, act_space)
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)
         limit = max_episode_steps or (spec.max_episode_steps if spec else None)
         if limit is None:
-            raise ValueError(f"{env_id} has no time limit: pass max_episode_steps")
+            raise UsageError(f"{env_id} has no time limit: register it with max_episode_steps, or pass max_episode_steps")
         self.max_episode_steps = int(limit)
         self.rng = np.random.default_rng(seed)
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
@@ -154,12 +179,12 @@ class EnvGroupSampler:
         t_rew = int(bad_rew.argmax()) if bad_rew.any() else len(obs)
         if t_obs <= t_rew:  # the observation of step t comes before that step's reward
             row = obs[t_obs][~np.isfinite(obs[t_obs]).all(1)][0]
-            raise ValueError(
+            raise UsageError(
                 f"{self.env_id} returned a non-finite observation (NaN or inf) at step {t_obs} of an episode: "
                 f"{row.tolist()}; fix the environment, or wrap it (gymnasium.wrappers.TransformObservation) "
                 "so that the policy only sees finite numbers"
             )
-        raise ValueError(
+        raise UsageError(
             f"{self.env_id} returned a non-finite reward (NaN or inf) at step {t_rew} of an episode; "
             "fix the environment, or wrap it (gymnasium.wrappers.TransformReward) to keep rewards finite"
         )
