@@ -31,7 +31,7 @@ import torch
 from .batch import RolloutBatch
 from .errors import UsageError
 
-__all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name"]
+__all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name", "check_call", "check_rows"]
 
 class RewardFunctionError(UsageError):
     """A reward function raised or returned something unusable; the message names it."""
@@ -58,7 +58,7 @@ def _check_signature(fn: Callable, what: str) -> None:
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     missing = [k for k in ("prompts", "completions") if k not in named]
     if missing:
-        raise ValueError(
+        raise RewardFunctionError(
             f"{what} cannot be a reward function: it does not accept the keyword argument(s) "
             f"{', '.join(missing)}; a reward function is called as fn(prompts=..., completions=..., **columns) "
             "(give it **kwargs to ignore what it does not use; if it is a factory, call it and pass the result)"
@@ -99,34 +99,86 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
     elif "." in name:
         module_name, _, attr_path = name.rpartition(".")
     elif not registry:
-        raise ValueError(f"reward function {spec!r} is a short name, and short names need a registry "
+        raise RewardFunctionError(f"reward function {spec!r} is a short name, and short names need a registry "
                          f"(load_reward_fn(name, registry=...)); {hint}")
     else:
-        raise ValueError(f"unknown reward function {spec!r}; {hint}")
+        raise RewardFunctionError(f"unknown reward function {spec!r}; {hint}")
     if not module_name or not attr_path:
-        raise ValueError(f"reward function {spec!r} is not of the form 'package.module:attr'; {hint}")
+        raise RewardFunctionError(f"reward function {spec!r} is not of the form 'package.module:attr'; {hint}")
 
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise ValueError(
+            raise RewardFunctionError(
                 f"reward function {spec!r}: no module named {module_name!r} (is its folder on sys.path / PYTHONPATH?); {hint}"
             ) from e
         # The module exists but something it imports does not: that is the user's bug to see.
-        raise ValueError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+        raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
     except Exception as e:
-        raise ValueError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+        raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ValueError(f"reward function {spec!r}: {module_name!r} has no attribute {attr_path!r}; {hint}") from None
+            raise RewardFunctionError(f"reward function {spec!r}: {module_name!r} has no attribute {attr_path!r}; {hint}") from None
     if inspect.isclass(obj) or not callable(obj):
         kind = "a class (create an instance in your module and name that)" if inspect.isclass(obj) else type(obj).__name__
-        raise ValueError(f"reward function {spec!r} is not callable: it is {kind}; {hint}")
+        raise RewardFunctionError(f"reward function {spec!r} is not callable: it is {kind}; {hint}")
     _check_signature(obj, f"{spec!r}")
     return obj
+
+
+def check_call(fn: Callable, name: str, keywords: Sequence[str]) -> None:
+    """Refuse (:class:`RewardFunctionError`, naming the function and the keyword) a reward function
+    that cannot be called with exactly ``keywords`` (``prompts``, ``completions``,
+    ``completion_ids`` and the dataset's columns): one it does not accept, without ``**kwargs``,
+    or a parameter of its own without a default that none of them fills."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins and C callables: nothing to check
+        return
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        extra = [k for k in keywords if k not in named]
+        if extra:
+            raise RewardFunctionError(
+                f"reward function '{name}' does not accept the keyword argument(s) {', '.join(map(repr, extra))}, "
+                f"which it will be called with (the keywords are {', '.join(keywords)}); add **kwargs to its "
+                "parameters to ignore what it does not use"
+            )
+    unfilled = [p.name for p in params if p.default is p.empty and p.name not in keywords
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if unfilled:
+        raise RewardFunctionError(
+            f"reward function '{name}' needs the argument(s) {', '.join(map(repr, unfilled))}, which no dataset column "
+            f"fills (it will be called with {', '.join(keywords)}); add such a column or give the parameter a default"
+        )
+
+
+def check_rows(fns: Sequence[Callable], names: Sequence[str], rows: Any, source: str = "dataset",
+               prompt_column: str = "prompt") -> None:
+    """Before the first step: every reward function's signature against the keywords it will get
+    (:func:`check_call`), and every row against the functions that can check one (a ``check_row``
+    attribute: ``fn.check_row(row)`` raises ``ValueError`` for a row it could not score, e.g. a
+    gold answer that is not a number). Errors name the function, and the file and line (or row)."""
+    from .data import row_place
+
+    if len(rows) == 0:
+        return
+    columns = [k for k in rows[0] if k != prompt_column]
+    keywords = ["prompts", "completions", "completion_ids", *columns]
+    for fn, name in zip(fns, names):
+        check_call(fn, name, keywords)
+    checkers = [(fn.check_row, name) for fn, name in zip(fns, names) if callable(getattr(fn, "check_row", None))]
+    for i, row in enumerate(rows if checkers else ()):
+        for check, name in checkers:
+            try:
+                check(row)
+            except (ValueError, KeyError, TypeError) as e:
+                raise RewardFunctionError(
+                    f"{row_place(rows, i, source)}: reward function '{name}' cannot score this row: {e}; fix or drop it"
+                ) from None
 
 
 # The trainer's own reward/... metrics: a function with one of these names gets a suffix.
@@ -167,24 +219,29 @@ class RewardScorer:
             fns = [fns]
         fns = list(fns)
         if not fns:
-            raise ValueError("RewardScorer needs at least one reward function")
+            raise RewardFunctionError("RewardScorer needs at least one reward function")
         self.fns: list[Callable] = [load_reward_fn(f, registry) for f in fns]
         if weights is None:
             weights = [1.0] * len(self.fns)
         weights = list(weights)
         if len(weights) != len(self.fns):
-            raise ValueError(f"got {len(weights)} reward weights for {len(self.fns)} reward functions; give one weight per function")
+            raise RewardFunctionError(f"got {len(weights)} reward weights for {len(self.fns)} reward functions; give one weight per function")
         try:
             self.weights: list[float] = [float(w) for w in weights]
         except (TypeError, ValueError) as e:
-            raise ValueError(f"reward weights must be numbers, got {weights!r}") from e
+            raise RewardFunctionError(f"reward weights must be numbers, got {weights!r}") from e
         bad = [w for w in self.weights if not math.isfinite(w)]
         if bad:
-            raise ValueError(f"reward weights must be finite, got {weights!r}")
+            raise RewardFunctionError(f"reward weights must be finite, got {weights!r}")
         self.names: list[str] = _unique_names(self.fns)
 
     def __repr__(self) -> str:
         return f"RewardScorer({dict(zip(self.names, self.weights))})"
+
+    def check_dataset(self, rows: Any, source: str = "dataset", prompt_column: str = "prompt") -> None:
+        """Refuse, before the first step, functions that cannot take the keywords these rows will
+        give them and rows they cannot score (:func:`check_rows`)."""
+        check_rows(self.fns, self.names, rows, source, prompt_column)
 
     def __call__(self, batch: RolloutBatch) -> RolloutBatch:
         """Fill ``batch.rewards`` (weighted sum over the functions that scored each sample; 0.0
@@ -200,7 +257,7 @@ class RewardScorer:
                                   "completion_ids": text.completion_ids}
         clash = sorted(set(text.columns) & set(kwargs))
         if clash:
-            raise ValueError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
+            raise RewardFunctionError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
         kwargs.update(text.columns)
 
         components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]

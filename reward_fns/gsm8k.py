@@ -129,6 +129,17 @@ def correctness_reward(
     return rewards
 
 
+def _check_gold_row(row: dict[str, Any]) -> None:
+    """Raise ``ValueError`` for a dataset row whose gold answer :func:`correctness_reward` cannot
+    read, so a bad label stops the run before its first step (``grpo_seq.rewards.check_rows``)."""
+    if row.get("answer") is None:
+        raise ValueError("no gold 'answer'")
+    _gold_value(row["answer"])
+
+
+correctness_reward.check_row = _check_gold_row  # type: ignore[attr-defined]
+
+
 def format_reward(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
     """How cleanly the completion gives its answer, after showing its working.
 

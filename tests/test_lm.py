@@ -213,9 +213,8 @@ def test_sampler_names_the_bad_input():
     with pytest.raises(ValueError, match="group_size"):
         LMGroupSampler(tok, chat_rows(), num_groups=1, group_size=1)
     model, _ = make_tiny_lm()
-    s = make_sampler(tok, [{"prompt": "x" * 40}], num_groups=1, max_context_length=32)
-    with pytest.raises(ValueError, match="exceeds the model's context of 32"):
-        s.sample(CausalLMPolicy(model, tok))
+    with pytest.raises(ValueError, match="row 1: the prompt is 40 tokens.* exceeds the model's context of 32"):
+        make_sampler(tok, [{"prompt": "x" * 40}], num_groups=1, max_context_length=32)  # before any step
     s = make_sampler(tok, [{"prompt": "  "}], num_groups=1)
     with pytest.raises(ValueError, match="empty prompt"):
         s.sample(CausalLMPolicy(model, tok))

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ..batch import RolloutBatch, TextSamples
+from ..data import check_prompt_lengths, row_place
 from ..models import prepare_tokenizer
 
 __all__ = ["LMGroupSampler", "completion_mask", "text_batch"]
@@ -94,6 +95,9 @@ class LMGroupSampler:
         prepare_tokenizer(tokenizer)
         self.seed, self.epoch, self.shuffle = seed, 0, shuffle
         self._order: list[int] = []
+        # Every prompt now, not at the step that first draws it (which could be hours in).
+        check_prompt_lengths(tokenizer, [row[prompt_column] for row in dataset], max_completion_length,
+                             max_context_length, lambda i: row_place(dataset, i, "LMGroupSampler: dataset"))
 
     # -- prompt order -------------------------------------------------------------------------
 
