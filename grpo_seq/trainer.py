@@ -27,6 +27,7 @@ from . import checkpoint as ckpt
 from .advantages import compute_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
+from .diagnostics import SignalWatch
 from .errors import NonFiniteError
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
@@ -116,6 +117,7 @@ class GRPOTrainer:
         self.env_steps = 0
         self._nonfinite_in_a_row = self._nonfinite_this_step = 0
         self.last_batch: RolloutBatch | None = None
+        self.signal = SignalWatch()  # says so, once, when most groups carry no signal for a while
         self._open_run_dir()
 
     def _build_reference(self, policy: nn.Module) -> None:
@@ -197,6 +199,9 @@ class GRPOTrainer:
         self.step_count += 1
         self._maybe_sync_reference()
         metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
+        if self.signal.update(metrics["reward/zero_std_groups"]):
+            logger.warning("%s", self.signal.message)
+        metrics["signal/flat_steps_in_a_row"] = float(self.signal.flat_in_a_row)
         self.log(metrics)
         return metrics
 

@@ -343,3 +343,23 @@ def test_a_missing_resume_from_creates_nothing(tmp_path):
     with pytest.raises(CheckpointError, match="no such checkpoint or run folder"):
         make_trainer(tmp_path / "run", resume_from=str(tmp_path / "typo"))
     assert list(tmp_path.iterdir()) == []
+
+
+class EqualRewards(RecordingSampler):
+    """Every member of every group earns the same reward: no group carries a signal."""
+
+    def sample(self, policy):
+        batch = super().sample(policy)
+        batch.rewards = torch.ones_like(batch.rewards)
+        batch.step_rewards = torch.zeros_like(batch.step_rewards)
+        return batch
+
+
+def test_a_run_without_signal_says_so_once(caplog):
+    trainer = make_trainer(num_groups=2, num_generations=2, advantage="outcome")
+    trainer.sampler = EqualRewards(trainer.sampler)
+    rows = [trainer.step() for _ in range(10)]
+    assert [r["reward/zero_std_groups"] for r in rows] == [1.0] * 10
+    assert rows[-1]["signal/flat_steps_in_a_row"] == 10.0 and rows[-1]["perf/trained_fraction"] == 0.0
+    assert trainer.signal.message.startswith("no learning signal")
+    assert sum("no learning signal" in r.message for r in caplog.records) == 1

@@ -1,0 +1,54 @@
+"""Noticing a run that cannot learn: groups whose members all earned the same reward.
+
+GRPO learns only from differences within a group. When every member of a group earns the same
+reward (every episode times out at the same return, every answer is wrong), the group's
+advantages are exactly 0 and it trains nothing. A run where that holds for most groups, step
+after step, is not learning, however long it goes on; :class:`SignalWatch` says so, once, with
+the usual ways out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SignalWatch", "NO_SIGNAL_FIXES"]
+
+NO_SIGNAL_FIXES = (
+    "a larger group (--num_generations), an exploration bonus that breaks ties between members "
+    "(--exploration_bonus, environments), a shaped reward that tells better from worse attempts, "
+    "or easier prompts or start states"
+)
+
+
+@dataclass
+class SignalWatch:
+    """Counts the steps in a row where at least ``threshold`` of the groups were flat (all
+    rewards equal); after ``patience`` such steps :meth:`update` returns a message, once.
+
+    Attributes:
+        patience: flat steps in a row before the run is called not learning.
+        threshold: fraction of flat groups that makes a step flat.
+    """
+
+    patience: int = 10
+    threshold: float = 0.9
+    flat_in_a_row: int = 0
+    flat_total: int = 0
+    message: str | None = None
+
+    def update(self, zero_std_fraction: float) -> str | None:
+        """Record one step's fraction of flat groups; returns the message the first time the
+        run has been flat for ``patience`` steps in a row, else None."""
+        if zero_std_fraction >= self.threshold:
+            self.flat_in_a_row += 1
+            self.flat_total += 1
+        else:
+            self.flat_in_a_row = 0
+        if self.message is None and self.flat_in_a_row >= self.patience:
+            self.message = (
+                f"no learning signal: for {self.flat_in_a_row} steps in a row at least {self.threshold:.0%} of the "
+                "groups gave every member the same reward, so their advantages are 0 and nothing was trained. "
+                f"Likely fixes: {NO_SIGNAL_FIXES}"
+            )
+            return self.message
+        return None
