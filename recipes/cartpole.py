@@ -33,23 +33,25 @@ Ctrl-C finishes the current step, writes a checkpoint and prints the command tha
 from __future__ import annotations
 
 import json
+import math
 import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-import gymnasium as gym
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
-from grpo_seq.checkpoint import run_dir_for
-from grpo_seq.cli import parse_config
+from grpo_seq.cli import cli_errors, parse_config, require, run_folder
+from grpo_seq.errors import ConfigError
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
+from grpo_seq.sampling.env import make_env
 from grpo_seq.stopping import GracefulStop, checkpoint_on_error
 from grpo_seq.tracking import tracker_kwargs
 
@@ -129,12 +131,26 @@ class CartPoleConfig(GRPOConfig):
                   "not as one output), grpo (the paper) or dr_grpo."},
     )
 
+    # Budgets, evaluation and how the run is computed may change on --resume_from; the policy's
+    # shape and the algorithm may not (GRPOTrainer.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+        "total_env_steps", "eval_every", "eval_episodes", "solved_return", "record", "torch_threads", "use_cpu",
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("total_env_steps", "eval_every", "eval_episodes", "torch_threads"):
+            require(self, name, getattr(self, name) >= 1, "must be >= 1")
+        require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
+        require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
+                "every divisor must be a finite number > 0")
+
 
 def default_obs_scale(env_id: str) -> list[float] | None:
     """CartPole's observations in units of its termination thresholds: the pole angle spans only
     +-0.21 rad, so in radians a weight must grow 10x further than for the cart position before
     the angle steers the policy, and Adam moves every weight by about the learning rate."""
-    env = gym.make(env_id).unwrapped
+    env = make_env(env_id).unwrapped
     try:
         if hasattr(env, "x_threshold") and hasattr(env, "theta_threshold_radians"):
             return [float(env.x_threshold), 1.0, float(env.theta_threshold_radians), 1.0]
@@ -147,22 +163,27 @@ def make_policy(args: CartPoleConfig, sampler: EnvGroupSampler) -> CategoricalML
     """The recipe's policy; ``args.obs_scale`` empty means :func:`default_obs_scale`."""
     scale = args.obs_scale or default_obs_scale(args.env_id)
     if scale is not None and len(scale) != sampler.obs_dim:
-        raise ValueError(f"--obs_scale has {len(scale)} numbers; {args.env_id} observations have {sampler.obs_dim} "
+        raise ConfigError(f"--obs_scale has {len(scale)} numbers; {args.env_id} observations have {sampler.obs_dim} "
                          "dimensions (give one divisor per dimension)")
     return CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions, tuple(args.hidden_sizes), obs_scale=scale,
                                 orthogonal_init=args.orthogonal_init)
 
 
-def main() -> None:
-    """Train, evaluate and save one run from the command line's options.
+def main(argv: list[str] | None = None) -> None:
+    """Train, evaluate and save one run from the command line's options (``argv``, default
+    ``sys.argv[1:]``); bad usage ends as one ``error: ...`` line (:func:`grpo_seq.cli.cli_errors`).
 
     Changes the whole process, as a script's entry point may: seeds the global python, numpy and
     torch RNGs (``accelerate.utils.set_seed``) and sets torch's thread count.
     """
-    args = parse_config(CartPoleConfig)
-    if args.output_dir is None:  # a resumed run goes on in its own folder
-        args.output_dir = str(run_dir_for(args.resume_from)) if args.resume_from else \
-            f"runs/cartpole__{args.env_id}__{args.seed}__{int(time.time())}"
+    with cli_errors():
+        train(parse_config(CartPoleConfig, argv))
+
+
+def train(args: CartPoleConfig) -> None:
+    """The run itself (see :func:`main`)."""
+    # a resumed run goes on in its own folder
+    args.output_dir = run_folder(args, f"runs/cartpole__{args.env_id}__{args.seed}__{int(time.time())}")
     torch.set_num_threads(args.torch_threads)
     set_seed(args.seed)  # python, numpy and torch: the policy's initial weights depend on --seed
     accelerator = Accelerator(cpu=args.use_cpu, **tracker_kwargs(args.report_to, args.output_dir))

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-from grpo_seq.cli import parse_config
-from grpo_seq.data import chat_prompts, greedy_completions, load_rows
+from grpo_seq.cli import cli_errors, parse_config, require
+from grpo_seq.data import check_prompt_lengths, chat_prompts, greedy_completions, load_rows, row_place
 from grpo_seq.models import load_model_and_tokenizer
+from grpo_seq.rewards import check_rows
 from grpo_seq.serialization import atomic_write_text
 from reward_fns import (
     GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward, has_answer_line,
@@ -45,22 +46,34 @@ class EvalConfig:
     torch_threads: int = field(default=0, metadata={"help": "torch CPU threads (0: torch's default)."})
     output_dir: str = field(default="runs/eval_gsm8k", metadata={"help": "Where eval.json and completions.jsonl go."})
 
+    def __post_init__(self) -> None:
+        for name in ("limit", "torch_threads"):
+            require(self, name, getattr(self, name) >= 0, "must be >= 0")
+        for name in ("max_new_tokens", "batch_size"):
+            require(self, name, getattr(self, name) >= 1, "must be >= 1")
+
 
 def main(cfg: EvalConfig) -> dict:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    rows = load_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config)
+    source = f"--dataset {cfg.dataset}"
+    rows = chat_prompts(load_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config),
+                        system_prompt=cfg.system_prompt or None, instruction=cfg.instruction or None, source=source)
     if cfg.limit:
-        rows = rows.select(range(min(cfg.limit, len(rows))))
-    rows = chat_prompts(rows, system_prompt=cfg.system_prompt or None, instruction=cfg.instruction or None, source=f"--dataset {cfg.dataset}")
+        rows = rows[: cfg.limit]
+    # Every gold answer now: a bad one found after generating would waste the whole evaluation.
+    check_rows([correctness_reward], ["correctness"], rows, source)
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.dtype)
     model.eval()
+    prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
+    check_prompt_lengths(tokenizer, prompts, cfg.max_new_tokens, getattr(model.config, "max_position_embeddings", None),
+                         lambda i: row_place(rows, i, source))
 
     t0 = time.perf_counter()
-    completions = greedy_completions(model, tokenizer, rows["prompt"], cfg.max_new_tokens, cfg.batch_size)
+    completions = greedy_completions(model, tokenizer, prompts, cfg.max_new_tokens, cfg.batch_size)
     seconds = time.perf_counter() - t0
-    correct = correctness_reward(rows["prompt"], completions, answer=rows["answer"])
-    formatted = format_reward(rows["prompt"], completions)
+    correct = correctness_reward(prompts, completions, answer=answers)
+    formatted = format_reward(prompts, completions)
 
     result = {
         "accuracy": sum(correct) / len(rows),
@@ -77,7 +90,7 @@ def main(cfg: EvalConfig) -> dict:
     lines = [
         json.dumps({"question": p[-1]["content"], "format_reward": f, "completion": c, "extracted": extract_answer(c),
                     "gold": str(a).split("####")[-1].strip(), "correct": bool(k)})
-        for p, c, a, k, f in zip(rows["prompt"], completions, rows["answer"], correct, formatted)
+        for p, c, a, k, f in zip(prompts, completions, answers, correct, formatted)
     ]
     atomic_write_text(out / "completions.jsonl", "\n".join(lines) + "\n")
     atomic_write_text(out / "eval.json", json.dumps(result, indent=2))
@@ -85,5 +98,11 @@ def main(cfg: EvalConfig) -> dict:
     return result
 
 
+def cli(argv: list[str] | None = None) -> dict:
+    """``main`` from the command line: bad usage ends as one ``error: ...`` line (exit 2)."""
+    with cli_errors():
+        return main(parse_config(EvalConfig, argv))
+
+
 if __name__ == "__main__":
-    main(parse_config(EvalConfig))
+    cli()

@@ -22,11 +22,13 @@ command that resumes it (`--resume_from <output_dir>`); `--save_steps N` also ch
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from accelerate import Accelerator
@@ -34,8 +36,7 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RewardScorer, load_reward_fn
-from grpo_seq.checkpoint import run_dir_for
-from grpo_seq.cli import parse_config
+from grpo_seq.cli import cli_errors, parse_config, require, run_folder
 from grpo_seq.data import chat_prompts, load_rows
 from grpo_seq.memory import retain_freed_memory
 from grpo_seq.plot import plot_run_if_possible
@@ -120,6 +121,31 @@ class GSM8KConfig(GRPOConfig):
         default=8, metadata={"help": "Completions per forward/backward pass (0: the whole batch; lower it to save memory)."}
     )
 
+    # The budget, logging and how a step is computed may change on --resume_from; the model,
+    # data, rewards and sampling may not (GRPOTrainer.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+        "max_steps", "log_completions_every", "torch_threads", "use_cpu", "gradient_checkpointing",
+        "retain_freed_memory", "save_merged",
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_steps", "max_completion_length", "overlong_buffer", "lora_r"):
+            require(self, name, getattr(self, name) >= 1, "must be >= 1")
+        for name in ("generation_batch_size", "log_completions_every", "torch_threads"):
+            require(self, name, getattr(self, name) >= 0, "must be >= 0")
+        require(self, "temperature", self.temperature > 0, "must be > 0")
+        require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
+        require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")
+        require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")
+        require(self, "dtype", self.dtype in ("float32", "bfloat16"), "must be float32 or bfloat16")
+        require(self, "reward_fns", bool(self.reward_fns), "give at least one reward function")
+        if self.reward_weights is not None:
+            require(self, "reward_weights", len(self.reward_weights) == len(self.reward_fns),
+                    f"must give one weight per reward function ({len(self.reward_fns)})")
+            require(self, "reward_weights", all(math.isfinite(w) for w in self.reward_weights),
+                    "every weight must be a finite number")
+
 
 def dataset_name(dataset: str) -> str:
     """A short name for run folders: ``openai/gsm8k`` -> ``gsm8k``, ``data/gsm8k/train.jsonl`` -> ``gsm8k-train``."""
@@ -164,9 +190,8 @@ def main(cfg: GSM8KConfig) -> dict:
     torch RNGs (``accelerate.utils.set_seed``), sets torch's thread count and, with
     ``retain_freed_memory``, glibc malloc's trimming.
     """
-    if cfg.output_dir is None:  # a resumed run goes on in its own folder
-        cfg.output_dir = str(run_dir_for(cfg.resume_from)) if cfg.resume_from else \
-            f"runs/gsm8k_tiny__{dataset_name(cfg.dataset)}__{cfg.seed}__{int(time.time())}"
+    # a resumed run goes on in its own folder
+    cfg.output_dir = run_folder(cfg, f"runs/gsm8k_tiny__{dataset_name(cfg.dataset)}__{cfg.seed}__{int(time.time())}")
     # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a 135M model wants
     # every core: share them among this machine's processes.
     local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -186,6 +211,7 @@ def main(cfg: GSM8KConfig) -> dict:
         system_prompt=cfg.system_prompt or None, instruction=cfg.instruction or None, source=f"--dataset {cfg.dataset}",
     )
     scorer = RewardScorer(build_reward_fns(cfg), cfg.reward_weights)
+    scorer.check_dataset(rows, source=f"--dataset {cfg.dataset}")  # every row and signature, before the model loads
 
     # Model: LoRA on request; then the reference is the same model with its adapters disabled.
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.dtype, cfg.trust_remote_code)
@@ -280,5 +306,12 @@ def main(cfg: GSM8KConfig) -> dict:
     return summary
 
 
+def cli(argv: list[str] | None = None) -> dict:
+    """``main`` from the command line (``argv``, default ``sys.argv[1:]``): bad usage ends as one
+    ``error: ...`` line (:func:`grpo_seq.cli.cli_errors`)."""
+    with cli_errors():
+        return main(parse_config(GSM8KConfig, argv))
+
+
 if __name__ == "__main__":
-    main(parse_config(GSM8KConfig))
+    cli()
