@@ -165,7 +165,7 @@ def write_checkpoint(
     step: int,
     *,
     policy: nn.Module,
-    optimizer_state: dict[str, Any],
+    optimizer_state: dict[str, Any] | None,
     trainer_state: dict[str, Any],
     rng_states: list[dict[str, Any]],
     ref_policy: nn.Module | None = None,
@@ -173,7 +173,8 @@ def write_checkpoint(
 ) -> Path:
     """Write ``<run_dir>/checkpoints/step_XXXXXXXX/`` atomically, then keep the newest ``keep``
     checkpoints (0: all). ``rng_states`` holds one entry per process (``rng_state_<rank>.json``);
-    ``ref_policy`` is saved only when given (a reference that moves). Call it on one process."""
+    ``ref_policy`` is saved only when given (a reference that moves), the optimizer state only
+    when not None. Call it on one process."""
     target = checkpoint_dir(run_dir, step)
     with atomic_dir(target, finish=lambda tmp: write_manifest(tmp, step)) as tmp:
         for rank, rng in enumerate(rng_states):
@@ -183,7 +184,8 @@ def write_checkpoint(
             from safetensors.torch import save_model
 
             save_model(ref_policy, str(tmp / "ref_policy.safetensors"))
-        torch.save(optimizer_state, tmp / "optimizer.pt")
+        if optimizer_state is not None:
+            torch.save(optimizer_state, tmp / "optimizer.pt")
         write_json(tmp / "trainer_state.json", trainer_state)
     rotate_checkpoints(run_dir, keep)
     return target
@@ -191,10 +193,11 @@ def write_checkpoint(
 
 def load_checkpoint(
     folder: Path, policy: nn.Module, ref_policy: nn.Module | None = None, process_index: int = 0
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     """Load a verified checkpoint folder's weights into ``policy`` (and ``ref_policy`` when the
-    checkpoint holds one); returns ``(trainer_state, optimizer_state, rng_state)``, the last
-    None when the checkpoint has no RNG file for ``process_index``. Raises
+    checkpoint holds one); returns ``(trainer_state, optimizer_state, rng_state)``, the optimizer
+    state None when it was not saved, the RNG state None when the checkpoint has no RNG file for
+    ``process_index``. Raises
     :class:`CheckpointError` naming the file that does not fit."""
     state = read_json(folder / "trainer_state.json")
     if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("step", "env_steps")):
@@ -205,8 +208,10 @@ def load_checkpoint(
         from safetensors.torch import load_model
 
         load_model(ref_policy, str(ref_file))
+    optimizer_state = None
     try:
-        optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
+        if (folder / "optimizer.pt").exists():
+            optimizer_state = torch.load(folder / "optimizer.pt", map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         raise CheckpointError(
             f"checkpoint {folder}: optimizer.pt holds objects other than tensors and numbers, refused "

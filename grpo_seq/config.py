@@ -124,6 +124,11 @@ class GRPOConfig:
         metadata={"help": "Replace the run that output_dir already holds (its files are deleted, and listed); "
                   "without it such a folder is refused, unless this run resumes it."},
     )
+    save_optimizer: bool = field(
+        default=True,
+        metadata={"help": "Keep the optimizer state in checkpoints (Adam: twice the trained weights' size). Without "
+                  "it a resumed run starts Adam's moments afresh, so it no longer repeats the uninterrupted run."},
+    )
     max_nonfinite_steps: int = field(
         default=3,
         metadata={"help": "A NaN or inf loss or gradient skips that optimizer step (counted in "
@@ -135,7 +140,7 @@ class GRPOConfig:
     # config is refused by GRPOTrainer.resume. A recipe's config adds its own (budgets, evaluation).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({
         "output_dir", "resume_from", "overwrite", "report_to", "save_steps", "save_total_limit", "micro_batch_size",
-        "max_nonfinite_steps",
+        "max_nonfinite_steps", "save_optimizer",
     })
 
     def __post_init__(self) -> None:

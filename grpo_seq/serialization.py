@@ -16,7 +16,7 @@ from torch import nn
 from .errors import MissingPathError, UsageError
 from .policies import CategoricalMLPPolicy
 
-__all__ = ["save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_write_text"]
+__all__ = ["save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_write_text", "link_folder"]
 
 WEIGHTS_NAME = "model.safetensors"
 POLICY_CONFIG_NAME = "policy.json"
@@ -54,6 +54,28 @@ def atomic_dir(path: str | os.PathLike, finish: Callable[[Path], None] | None = 
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
     _fsync_dir(path.parent)  # make the rename itself durable
+
+
+def link_folder(source: str | os.PathLike, target: str | os.PathLike, link_suffixes: tuple[str, ...] = (".safetensors",)) -> Path:
+    """Write ``target`` (atomically) as a copy of the folder ``source`` whose large files, those
+    ending in ``link_suffixes``, are hard links to the source's: the same weights on disk once.
+    Small files are copied, so editing one never changes the source. Where a hard link is not
+    possible (another filesystem), the file is copied."""
+    source = Path(source)
+    with atomic_dir(target) as tmp:
+        for f in sorted(source.rglob("*")):
+            dest = tmp / f.relative_to(source)
+            if f.is_dir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if not f.name.endswith(link_suffixes):
+                    raise OSError("copied, not linked")
+                os.link(f, dest)
+            except OSError:
+                shutil.copy2(f, dest)
+    return Path(target)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -33,7 +33,7 @@ from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files
 from .sampling.base import GroupSampler
-from .serialization import save_policy
+from .serialization import link_folder, save_policy
 from .tracking import tracker_config
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
@@ -116,6 +116,7 @@ class GRPOTrainer:
         self.step_count = 0
         self.env_steps = 0
         self._nonfinite_in_a_row = self._nonfinite_this_step = 0
+        self._checkpointed_step: int | None = None  # the step of the checkpoint this process wrote last
         self.last_batch: RolloutBatch | None = None
         self.signal = SignalWatch()  # says so, once, when most groups carry no signal for a while
         self._open_run_dir()
@@ -421,7 +422,9 @@ class GRPOTrainer:
 
     def save(self, directory: str | Path | None = None, **kwargs) -> Path | None:
         """Save the policy (safetensors) to ``directory`` (default ``<output_dir>/policy``), atomically;
-        ``kwargs`` go to the policy's own saver (``merged=`` for a LoRA language model)."""
+        ``kwargs`` go to the policy's own saver (``merged=`` for a LoRA language model). When this
+        step was just checkpointed with the same weights, the weight files are hard links to the
+        checkpoint's: the final model is on disk once."""
         directory = Path(directory) if directory else (self.output_dir / "policy" if self.output_dir else None)
         if directory is None:
             raise ValueError("GRPOTrainer.save needs a directory when GRPOConfig.output_dir is None")
@@ -429,7 +432,12 @@ class GRPOTrainer:
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             self._check_finite_weights(directory)
-            save_policy(self.policy, directory, **kwargs)
+            same = ckpt.checkpoint_dir(self.output_dir, self.step_count) / "policy" if self.output_dir else None
+            merging = getattr(self.policy, "has_adapters", False) and kwargs.get("merged", True)
+            if same is not None and same.is_dir() and self._checkpointed_step == self.step_count and not merging:
+                link_folder(same, directory)  # the weights of this step are on disk already: link, not copy
+            else:
+                save_policy(self.policy, directory, **kwargs)
         return directory
 
     def _check_finite_weights(self, target: Path) -> None:
@@ -458,8 +466,10 @@ class GRPOTrainer:
         if acc.is_main_process:
             self._check_finite_weights(target)
             moving_ref = self.ref_policy if self.config.ref_sync_steps else None  # else: the initial policy
+            self._checkpointed_step = self.step_count
             ckpt.write_checkpoint(
-                self.output_dir, self.step_count, policy=self.policy, optimizer_state=self.optimizer.state_dict(),
+                self.output_dir, self.step_count, policy=self.policy,
+                optimizer_state=self.optimizer.state_dict() if self.config.save_optimizer else None,
                 trainer_state={"step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
                                "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {})},
                 rng_states=rng_states, ref_policy=moving_ref, keep=self.config.save_total_limit,
@@ -484,10 +494,14 @@ class GRPOTrainer:
         folder = self._resume_folder if same else ckpt.resolve_checkpoint(path)
         self._check_resumable(folder, ckpt.read_json(folder / "trainer_state.json"))
         state, optimizer_state, rng = ckpt.load_checkpoint(folder, self.policy, self.ref_policy, acc.process_index)
-        try:
-            self.optimizer.load_state_dict(optimizer_state)
-        except (ValueError, KeyError) as e:
-            raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
+        if optimizer_state is None:
+            logger.warning("%s holds no optimizer state (saved with save_optimizer=False): Adam's moments start "
+                           "afresh, so this run will not repeat the uninterrupted one exactly", folder)
+        else:
+            try:
+                self.optimizer.load_state_dict(optimizer_state)
+            except (ValueError, KeyError) as e:
+                raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
         self.step_count, self.env_steps = int(state["step"]), int(state["env_steps"])
         if rng is not None:
             ckpt.set_rng_state(rng["global"])

@@ -192,3 +192,24 @@ def test_resume_after_kill_9_drops_later_rows_and_a_half_written_line(tmp_path):
     resumed.close()
     steps = [json.loads(ln)["step"] for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3]
+
+
+def test_the_final_model_shares_the_last_checkpoints_weights_and_the_optimizer_is_optional(tmp_path, caplog):
+    sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
+    cfg = GRPOConfig(num_groups=1, num_generations=2, beta=0.0, output_dir=str(tmp_path), save_optimizer=False)
+    t = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), sampler)
+    t.step()
+    folder = t.save_checkpoint()
+    final = t.save()
+    assert not (folder / "optimizer.pt").exists()
+    weights, linked = final / "model.safetensors", folder / "policy" / "model.safetensors"
+    assert os.stat(weights).st_ino == os.stat(linked).st_ino  # one file on disk, two names
+    assert (final / "policy.json").read_text() == (folder / "policy" / "policy.json").read_text()
+    t.step()
+    again = t.save(tmp_path / "later")  # a step after the checkpoint: written, not linked
+    assert os.stat(again / "model.safetensors").st_ino != os.stat(linked).st_ino
+    t.close()
+    resumed = GRPOTrainer(GRPOConfig(**{**cfg.to_dict(), "resume_from": str(tmp_path)}), CategoricalMLPPolicy(4, 2),
+                          EnvGroupSampler("CartPole-v1", 1, 2, seed=0))
+    resumed.resume(tmp_path)
+    assert resumed.step_count == 1 and "holds no optimizer state" in caplog.text
