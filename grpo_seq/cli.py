@@ -73,7 +73,11 @@ def cli_errors() -> Iterator[None]:
     prints its message, exit 1. Any other exception propagates with its traceback."""
     note_run_dir(None)
     try:
-        yield
+        try:
+            yield
+        except BaseException:
+            _release_own_lock()
+            raise
     except UsageError as e:
         _exit(f"error: {_one_line(e)}", 2)
     except NonFiniteError as e:
@@ -82,6 +86,17 @@ def cli_errors() -> Iterator[None]:
         if e.errno != errno.ENOSPC:
             raise
         _exit(_no_space_message(e), 1)
+
+
+def _release_own_lock() -> None:
+    """Free the run folder when this process's run ends on an error (a refused resume, NaN, a full
+    disk), so the corrected command starts at once rather than finding a lock to take over."""
+    if _run_dir is not None:
+        from .run_dir import RunLock
+
+        lock = RunLock(_run_dir)
+        lock.held = True  # release() removes the file only when it holds this process's pid
+        lock.release()
 
 
 def _one_line(e: BaseException) -> str:

@@ -215,7 +215,8 @@ def train(args: CartPoleConfig) -> None:
 
     bar = tqdm(total=args.total_env_steps, initial=min(trainer.env_steps, args.total_env_steps), unit="step",
                disable=not main_proc, desc=args.env_id)
-    with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, args.output_dir):
+    # the bar closes on an error too, so the error line starts a line of its own
+    with bar, GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, args.output_dir):
         while trainer.env_steps < args.total_env_steps:
             m = trainer.step(progress=trainer.env_steps / args.total_env_steps)
             bar.update(min(trainer.env_steps, args.total_env_steps) - bar.n)

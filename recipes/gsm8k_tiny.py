@@ -253,7 +253,8 @@ def main(cfg: GSM8KConfig) -> dict:
     accuracy_key = "reward/correctness_reward"
     bar = tqdm(range(trainer.step_count, cfg.max_steps), disable=not main_proc, desc="gsm8k", unit="step",
                initial=trainer.step_count, total=cfg.max_steps)
-    with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
+    # the bar closes on an error too, so the error line starts a line of its own
+    with bar, GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
         for _ in bar:
             m = trainer.step(progress=trainer.step_count / cfg.max_steps)
             history.append(m)
