@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .rewards import RewardScorer, load_reward_fn
     from .sampling import EnvGroupSampler, GroupSampler, LMGroupSampler
     from .serialization import load_policy, save_policy
+    from .sb3 import GRPO
     from .trainer import GRPOTrainer
 
 __version__ = "0.1.0"
@@ -38,6 +39,7 @@ _SUBMODULE = {
     "EnvGroupSampler": ".sampling", "GroupSampler": ".sampling", "LMGroupSampler": ".sampling",
     "load_policy": ".serialization", "save_policy": ".serialization",
     "GRPOTrainer": ".trainer",
+    "GRPO": ".sb3",
 }
 
 __all__ = [
@@ -45,7 +47,7 @@ __all__ = [
     "CausalLMPolicy", "LMGroupSampler", "RewardScorer", "load_reward_fn",
     "outcome_advantages", "process_advantages", "stepwise_return_advantages", "compute_advantages",
     "token_logprobs", "probability_ratio", "k3_kl", "clipped_surrogate", "aggregate", "grpo_loss",
-    "save_policy", "load_policy",
+    "save_policy", "load_policy", "GRPO",
 ]
 
 

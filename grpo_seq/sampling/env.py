@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +12,8 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
+from .snapshot import env_name
+from .step_reward import StepRewardFn, apply_step_reward
 
 __all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "check_spaces"]
 
@@ -73,8 +75,13 @@ class EnvGroupSampler:
 
     Start states: with ``_VECTOR_MIN_ENVS`` or more episodes, environments in
     ``_STATE_COPY_ENVS`` run as one numpy-vectorised env and copy one start state over the
-    group's rows. Otherwise each episode has its own ``gym.make`` env, reset with its group's
-    seed, and only the episodes still running are stepped.
+    group's rows. Otherwise each episode has its own ``gym.make`` env (or ``env_fn()`` env), reset
+    with its group's seed, and only the episodes still running are stepped.
+
+    ``env_fn`` (instead of ``env_id``): makes each episode's env, for an env that is not
+    registered or carries the caller's wrappers. ``reward_fn(state, action, next_state)``:
+    per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
+    one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     """
 
     def __init__(
@@ -85,6 +92,8 @@ class EnvGroupSampler:
         seed: int = 0,
         max_episode_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        env_fn: Callable[[], gym.Env] | None = None,
+        reward_fn: StepRewardFn | None = None,
     ):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
@@ -92,15 +101,17 @@ class EnvGroupSampler:
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
         self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
         self.num_envs = num_groups * group_size
-        self._vector = env_id in _STATE_COPY_ENVS and self.num_envs >= _VECTOR_MIN_ENVS
+        self.reward_fn = reward_fn
+        self._vector = env_fn is None and env_id in _STATE_COPY_ENVS and self.num_envs >= _VECTOR_MIN_ENVS
         if self._vector:
             self.envs, _ = make_vector_env(env_id, self.num_envs, env_kwargs)
             obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
             spec = self.envs.spec
         else:
-            self.env_list = [make_env(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
+            self.env_list = [env_fn() if env_fn else make_env(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
             obs_space, act_space = self.env_list[0].observation_space, self.env_list[0].action_space
             spec = self.env_list[0].spec
+            self.env_id = env_id = env_id or env_name(self.env_list[0])
         check_spaces(env_id, obs_space, act_space)
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)
         limit = max_episode_steps or (spec.max_episode_steps if spec else None)
@@ -131,7 +142,7 @@ class EnvGroupSampler:
         """One numpy-vectorised env for every episode; steps all of them until all have ended."""
         alive = np.ones(self.num_envs, dtype=bool)
         t = 0
-        while t < len(obs_buf) and alive.any():
+        while t < len(act_buf) and alive.any():
             obs_buf[t], mask_buf[t] = obs, alive
             act_buf[t] = actions = act(obs)
             running = alive.copy()
@@ -139,6 +150,7 @@ class EnvGroupSampler:
             alive &= ~(terminated | truncated)
             rew_buf[t] = np.where(running, reward, 0.0)
             t += 1
+        obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
         return t
 
     def _roll_one_by_one(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
@@ -147,9 +159,9 @@ class EnvGroupSampler:
         to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
         as much as the env steps themselves."""
         running = list(range(self.num_envs))
-        lengths = [len(obs_buf)] * self.num_envs  # an episode still running at the limit fills the buffer
+        lengths = [len(act_buf)] * self.num_envs  # an episode still running at the limit fills the buffer
         t = 0
-        while t < len(obs_buf) and running:
+        while t < len(act_buf) and running:
             obs_buf[t] = obs
             actions = act(obs)
             act_buf[t] = actions
@@ -167,6 +179,7 @@ class EnvGroupSampler:
             t += 1
         # The mask from the lengths once, rather than a fancy-indexed write at every step.
         mask_buf[:t] = np.arange(t)[:, None] < np.asarray(lengths)[None, :]
+        obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
         return t
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
@@ -192,7 +205,7 @@ class EnvGroupSampler:
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
         n, T = self.num_envs, self.max_episode_steps
-        obs_buf = np.zeros((T, n, self.obs_dim), dtype=np.float32)
+        obs_buf = np.zeros((T + 1, n, self.obs_dim), dtype=np.float32)  # row t + 1: step t's next state
         act_buf = np.zeros((T, n), dtype=np.int64)
         rew_buf = np.zeros((T, n), dtype=np.float32)
         mask_buf = np.zeros((T, n), dtype=bool)
@@ -201,6 +214,10 @@ class EnvGroupSampler:
         t = self._roll_vector(act, obs, obs_buf, act_buf, rew_buf, mask_buf) if self._vector else \
             self._roll_one_by_one(act, obs, obs_buf, act_buf, rew_buf, mask_buf)
         self._check_finite(obs_buf[:t], rew_buf[:t])
+        self.last_episode_returns = rew_buf[:t].sum(0).tolist()
+        self.last_episode_lengths = mask_buf[:t].sum(0).tolist()
+        if self.reward_fn is not None:
+            rew_buf[:t] = self._user_rewards(obs_buf, act_buf, mask_buf[:t], t)
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
         step_rewards = torch.from_numpy(np.ascontiguousarray(rew_buf[:t].T))
         self.env_steps += int(mask.sum())
@@ -213,6 +230,12 @@ class EnvGroupSampler:
             rewards=step_rewards.sum(-1),
             step_rewards=step_rewards,
         )
+
+    def _user_rewards(self, obs_buf: np.ndarray, act_buf: np.ndarray, mask: np.ndarray, t: int) -> np.ndarray:
+        """``reward_fn``'s rewards ``(t, n)`` on every real step, in one call; 0 after an episode's end."""
+        rewards = np.zeros(mask.shape, dtype=np.float32)
+        rewards[mask] = apply_step_reward(self.reward_fn, obs_buf[:t][mask], act_buf[:t][mask], obs_buf[1 : t + 1][mask])
+        return rewards
 
     def state_dict(self) -> dict[str, Any]:
         """Where the sampler's random streams stand (JSON-able), for checkpoints: every start

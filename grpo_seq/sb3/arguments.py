@@ -1,0 +1,119 @@
+"""Stable-Baselines3's constructor arguments translated onto :class:`grpo_seq.GRPOConfig`.
+
+The table of what maps where is :class:`grpo_seq.GRPO`'s docstring (and docs/guides/sb3.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Callable
+
+from torch import nn
+
+from ..config import GRPOConfig
+from ..errors import UsageError
+
+__all__ = ["PPO_ONLY", "SURFACE_DEFAULTS", "build_config", "policy_options", "split_schedule"]
+
+# PPO arguments without a meaning in a critic-free method: accepted, named in one warning.
+PPO_ONLY = ("gae_lambda", "vf_coef", "clip_range_vf", "normalize_advantage", "use_sde", "sde_sample_freq",
+            "target_kl", "rollout_buffer_class", "rollout_buffer_kwargs", "_init_setup_model")
+# GRPOConfig fields that the surface sets itself (or that belong to the recipes' run folders).
+_NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "save_steps", "save_total_limit",
+               "max_nonfinite_steps")
+# recipes/cartpole.py's tuned defaults where a GRPOConfig default is the paper's (docs/experiments.md).
+SURFACE_DEFAULTS: dict[str, Any] = dict(
+    num_generations=2, num_groups=1, learning_rate=2e-2, lr_schedule="linear", adam_beta1=0.5, adam_beta2=0.95,
+    beta=0.0, loss_type="bnpo", advantage="stepwise", gamma=0.98,
+)
+_ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
+
+Schedule = Callable[[float], float]
+
+
+def split_schedule(name: str, value: float | Schedule) -> tuple[float, Schedule | None]:
+    """A float, or an SB3 schedule ``f(progress_remaining) -> value`` (its value at the start, and itself)."""
+    if callable(value):
+        start = float(value(1.0))
+        return start, value
+    try:
+        return float(value), None
+    except (TypeError, ValueError):
+        raise UsageError(f"GRPO({name}=...): a number or a schedule f(progress_remaining), got {value!r}") from None
+
+
+def _minibatches(outputs: int, wanted: int) -> int:
+    """The largest divisor of ``outputs`` not above ``wanted`` (minibatches hold whole outputs)."""
+    return max(d for d in range(1, outputs + 1) if outputs % d == 0 and d <= max(1, wanted))
+
+
+def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_episode_steps: int,
+                 steps_per_group: int | None) -> GRPOConfig:
+    """The GRPOConfig for SB3 arguments ``sb3`` (None where not given) and GRPOConfig fields ``ours``.
+
+    ``steps_per_group``: env steps one group costs when known (alternatives), else None (episodes:
+    up to ``G x max_episode_steps``).
+    """
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)} - set(_NOT_PASSED)
+    unknown = sorted(set(ours) - fields)
+    if unknown:
+        raise UsageError(f"GRPO got unknown arguments: {', '.join(unknown)} (neither Stable-Baselines3 PPO's nor "
+                         "GRPOConfig's; see the argument table in docs/guides/sb3.md)")
+    kw = {**SURFACE_DEFAULTS, **ours}
+    for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
+                           ("group_size", "num_generations")):
+        if sb3.get(sb3_name) is not None:
+            kw[name] = sb3[sb3_name]
+    if sb3.get("learning_rate") is not None:
+        kw["learning_rate"], schedule = split_schedule("learning_rate", sb3["learning_rate"])
+        if schedule is not None:
+            kw["lr_schedule"] = "constant"  # the surface sets the rate from the schedule before each step
+    if sb3.get("clip_range") is not None:
+        kw["epsilon"] = split_schedule("clip_range", sb3["clip_range"])[0]
+    G = int(kw["num_generations"])
+    per_group = steps_per_group or G * max_episode_steps
+    rollout = sb3["n_steps"] * n_envs if sb3.get("n_steps") is not None else None
+    if rollout is not None and "num_groups" not in ours:
+        kw["num_groups"] = max(1, round(rollout / per_group))
+    if sb3.get("batch_size") is not None and "num_minibatches" not in ours:
+        outputs = int(kw["num_groups"]) * G
+        steps = rollout or int(kw["num_groups"]) * per_group
+        kw["num_minibatches"] = _minibatches(outputs, round(steps / sb3["batch_size"]))
+    return GRPOConfig(**kw)
+
+
+def warn_ignored(sb3: dict[str, Any], ppo_only: dict[str, Any]) -> None:
+    """One warning naming every PPO-only argument given, and ent_coef when it is not 0."""
+    names = sorted(ppo_only)
+    if sb3.get("ent_coef"):
+        names.append(f"ent_coef={sb3['ent_coef']} (no entropy bonus in this loss)")
+    if names:
+        warnings.warn(f"GRPO ignores these PPO arguments (no critic or value function here): {', '.join(names)}",
+                      UserWarning, stacklevel=3)
+
+
+def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """SB3's ``policy_kwargs`` as :class:`CategoricalMLPPolicy` arguments (plus ``obs_scale`` if given)."""
+    kw = dict(policy_kwargs or {})
+    out: dict[str, Any] = {}
+    arch = kw.pop("net_arch", None)
+    if isinstance(arch, dict):  # SB3 2.x: dict(pi=[...], vf=[...]); there is no value network here
+        arch = arch.get("pi", [64, 64])
+    if arch is not None:
+        out["hidden_sizes"] = tuple(int(h) for h in arch)
+    act = kw.pop("activation_fn", None)
+    if act is not None:
+        if act not in _ACTIVATIONS:
+            raise UsageError(f"GRPO(policy_kwargs=dict(activation_fn={act!r})): supported are torch.nn.Tanh and "
+                             "torch.nn.ReLU")
+        out["activation"] = _ACTIVATIONS[act]
+    if "ortho_init" in kw:
+        out["orthogonal_init"] = bool(kw.pop("ortho_init"))
+    for key in ("obs_scale", "orthogonal_init"):
+        if key in kw:
+            out[key] = kw.pop(key)
+    if kw:
+        raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
+                         "net_arch, activation_fn, ortho_init, obs_scale)")
+    return out

@@ -1,0 +1,99 @@
+"""What ``GRPO(policy, env)`` accepts as ``env``, and the fresh copies the group sampler needs.
+
+The members of a group must start from the same state, so the sampler resets its own copies
+of the env with a shared seed; it cannot step the user's env object. The copies come from the
+env's registration (``gym.make(spec.id, **spec.kwargs)``) when the user added no wrappers (or
+only SB3's ``Monitor``), from ``gym.make(env.spec)`` (which re-applies recorded wrappers), or else
+from ``copy.deepcopy(env)``; an env none of these can copy is refused by name.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from ..errors import UsageError
+from ..sampling.env import check_spaces, make_env
+from ..sampling.snapshot import env_name
+
+__all__ = ["EnvSource", "resolve_env", "as_vec_env"]
+
+
+@dataclass
+class EnvSource:
+    """One user env, and how to make more of it."""
+
+    env: gym.Env  # the user's own (or, from an id, one made for get_env())
+    env_id: str | None  # a registered id whose plain make gives the same env (the sampler's fast path)
+    make: Callable[[], gym.Env]
+    n_envs: int  # of the user's VecEnv: SB3 callbacks count calls per n_envs timesteps
+    vec_env: Any = None  # the user's VecEnv, returned by get_env()
+
+
+def _only_plain_wrappers(env: gym.Env) -> bool:
+    spec = env.spec
+    extra = [w.name for w in (spec.additional_wrappers if spec else ())]
+    return spec is not None and set(extra) <= {"Monitor"}
+
+
+def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
+    spec = env.spec
+    if spec is not None and _only_plain_wrappers(env):
+        kwargs = dict(spec.kwargs)
+        limit = spec.max_episode_steps
+        return spec.id, lambda: make_env(spec.id, max_episode_steps=limit, **kwargs)
+    if spec is not None:
+        try:
+            gym.make(spec).close()
+            return None, lambda: gym.make(spec)
+        except Exception:  # a wrapper whose arguments were not recorded: try a copy instead
+            pass
+    try:
+        copy.deepcopy(env).close()
+    except Exception as e:
+        raise UsageError(
+            f"GRPO needs fresh copies of the env {env_name(env)} (a group's episodes start from one shared state), "
+            f"but it is neither registered (env.spec) nor deep-copyable ({type(e).__name__}: {e}); register it with "
+            "gymnasium.register, or pass its id"
+        ) from e
+    return None, lambda: copy.deepcopy(env)
+
+
+def resolve_env(env: Any) -> EnvSource:
+    """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv``."""
+    vec_env, n_envs = None, 1
+    if isinstance(env, str):
+        env = make_env(env)
+    elif hasattr(env, "num_envs") and hasattr(env, "step_async"):  # an SB3 VecEnv
+        vec_env, n_envs = env, int(env.num_envs)
+        envs = getattr(env, "envs", None)
+        if envs:
+            env = envs[0]
+        else:  # SubprocVecEnv: the env lives in another process; its spec is all there is
+            spec = env.get_attr("spec", [0])[0]
+            if spec is None:
+                raise UsageError("GRPO: this VecEnv's envs have no spec (not registered); pass a gymnasium env or id")
+            env = gym.make(spec)
+    if not isinstance(env, gym.Env):
+        raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
+                         f"{type(env).__name__}")
+    check_spaces(env_name(env), env.observation_space, env.action_space)
+    env_id, make = _maker(env)
+    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env)
+
+
+def as_vec_env(source: EnvSource) -> Any:
+    """The env as SB3 callbacks and ``evaluate_policy`` expect it (a ``DummyVecEnv``, as SB3's own
+    ``get_env()`` returns), or the gymnasium env where Stable-Baselines3 is not installed."""
+    if source.vec_env is not None:
+        return source.vec_env
+    try:
+        from stable_baselines3.common.vec_env import DummyVecEnv
+    except ImportError:
+        return source.env
+    env = source.env
+    source.vec_env = DummyVecEnv([lambda: env])
+    return source.vec_env

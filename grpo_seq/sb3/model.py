@@ -1,0 +1,324 @@
+"""``GRPO``: Stable-Baselines3's ``PPO`` surface over :class:`grpo_seq.GRPOTrainer` and its samplers."""
+
+from __future__ import annotations
+
+import random
+import time
+import warnings
+from collections import deque
+from typing import Any
+
+import numpy as np
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import nn
+
+from ..config import GRPOConfig
+from ..errors import UsageError
+from ..policies.actor import make_actor
+from ..policies.mlp import CategoricalMLPPolicy
+from ..policies.obs_scale import default_obs_scale
+from ..sampling.alternatives import AlternativesSampler
+from ..sampling.env import EnvGroupSampler
+from ..trainer import GRPOTrainer
+from . import arguments, saving
+from .callbacks import as_callback
+from .envs import EnvSource, as_vec_env, resolve_env
+from .logger import Logger, tensorboard_run_dir
+
+__all__ = ["GRPO"]
+
+_GROUP_MODES = ("episodes", "alternatives")
+_ALTERNATIVES_GROUPS = 16  # states per update in the alternatives mode (one state is a small group)
+
+
+class GRPO:
+    """GRPO with Stable-Baselines3's ``PPO`` interface: swap ``PPO`` for ``GRPO``.
+
+        from grpo_seq import GRPO
+        model = GRPO("MlpPolicy", "CartPole-v1", verbose=1).learn(50_000)
+        action, _ = model.predict(obs, deterministic=True)
+
+    One thin layer: ``learn`` calls :meth:`GRPOTrainer.step` until ``total_timesteps`` env steps,
+    with the recipe's defaults (``recipes/cartpole.py``: G = 2 episodes per start state, one group
+    per update, Adam lr 2e-2 decayed linearly to 0 over the ``learn`` budget, betas 0.5/0.95,
+    bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP with orthogonal init, CartPole
+    observations in units of its termination thresholds). Constructing it seeds the global
+    python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
+
+    Stable-Baselines3 arguments, and what they are here:
+
+    | SB3 argument | here |
+    |---|---|
+    | ``policy="MlpPolicy"`` | :class:`CategoricalMLPPolicy` (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
+    | ``policy_kwargs`` | ``net_arch`` (a list, or ``dict(pi=...)``) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ours: ``obs_scale`` |
+    | ``learning_rate`` (float or schedule) | ``learning_rate``; a float decays linearly to 0 over ``learn`` (``lr_schedule="constant"`` for SB3's fixed rate); a schedule ``f(progress_remaining)`` is followed as given |
+    | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1 |
+    | ``batch_size`` | minibatches per update = steps per update / ``batch_size``, as a divisor of the outputs (episodes) |
+    | ``n_epochs`` | ``mu``: update passes per batch |
+    | ``clip_range`` (float or schedule) | ``epsilon`` (a schedule is followed as given) |
+    | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
+    | ``group_size`` (not in PPO) | ``num_generations`` (G) |
+    | ``max_grad_norm`` | ``max_grad_norm`` |
+    | ``ent_coef`` | none: the loss has no entropy bonus; a non-zero value is warned about and ignored |
+    | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: the CPU, faster for a small MLP) |
+    | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
+    | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |
+    | ``gae_lambda``, ``vf_coef``, ``clip_range_vf``, ``normalize_advantage``, ``use_sde``, ``sde_sample_freq``, ``target_kl``, ``rollout_buffer_class``, ``rollout_buffer_kwargs`` | no critic here: accepted, named in one warning, ignored |
+
+    Arguments of ours: ``reward_function(state, action, next_state)`` (batched tensors ``(B, obs_dim)``,
+    ``(B, 1)``, ``(B, obs_dim)`` -> ``(B,)`` or ``(B, 1)``): the training reward in place of the env's;
+    the env still ends episodes, and ``rollout/ep_rew_mean`` and evaluation report the env's own
+    return. ``group_mode="alternatives"``: groups of actions tried at one state
+    (:class:`grpo_seq.sampling.alternatives.AlternativesSampler`) with ``horizon`` env steps each;
+    ``max_episode_steps`` for an env without a time limit; and any :class:`GRPOConfig` field
+    (``num_groups``, ``beta``, ``loss_type``, ...). Any other argument is a :class:`UsageError`.
+    """
+
+    def __init__(self, policy: str | type[nn.Module], env: Any, reward_function: Any = None,
+                 learning_rate: Any = None, n_steps: int | None = None, batch_size: int | None = None,
+                 n_epochs: int | None = None, gamma: float | None = None, group_size: int | None = None,
+                 clip_range: Any = None, ent_coef: float = 0.0, max_grad_norm: float | None = None,
+                 seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None,
+                 policy_kwargs: dict[str, Any] | None = None, device: str = "auto", stats_window_size: int = 100,
+                 group_mode: str = "episodes", horizon: int = 1, max_episode_steps: int | None = None,
+                 _policy: nn.Module | None = None, **kwargs: Any):
+        ppo_only = {k: kwargs.pop(k) for k in list(kwargs) if k in arguments.PPO_ONLY}
+        sb3 = dict(learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
+                   group_size=group_size, clip_range=clip_range, max_grad_norm=max_grad_norm, ent_coef=ent_coef)
+        arguments.warn_ignored(sb3, ppo_only)
+        if group_mode not in _GROUP_MODES:
+            raise UsageError(f"GRPO(group_mode={group_mode!r}): one of {_GROUP_MODES}")
+        self.policy_name, self.policy_kwargs = policy, dict(policy_kwargs or {})
+        self.reward_function, self.group_mode, self.horizon = reward_function, group_mode, int(horizon)
+        self.verbose, self.tensorboard_log, self.device = verbose, tensorboard_log, device
+        self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
+        self._sb3, self._ours, self._max_episode_steps = sb3, kwargs, max_episode_steps
+        self._lr_schedule = arguments.split_schedule("learning_rate", learning_rate)[1] if learning_rate is not None else None
+        self._clip_schedule = arguments.split_schedule("clip_range", clip_range)[1] if clip_range is not None else None
+        self.logger = Logger(verbose)
+        self.ep_info_buffer: deque = deque(maxlen=stats_window_size)
+        self.num_timesteps, self._trainer, self._source, self._actors = 0, None, None, {}
+        set_seed(self.seed)  # before the policy's initial weights are drawn, as the recipe does
+        if env is None and _policy is None:
+            raise UsageError("GRPO needs an env (a gymnasium env, an env id or a VecEnv); GRPO.load takes env=None")
+        source = resolve_env(env) if env is not None else None
+        self.policy = _policy if _policy is not None else self._make_policy(source)
+        self._check_config(source)
+        if source is not None:
+            self.set_env(source)
+
+    # -- construction ------------------------------------------------------------------------------
+
+    def _make_policy(self, source: EnvSource) -> nn.Module:
+        obs_dim, n = source.env.observation_space.shape[0], int(source.env.action_space.n)
+        if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module):
+            return self.policy_name(obs_dim, n, **self.policy_kwargs)
+        if self.policy_name != "MlpPolicy":
+            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy' or an nn.Module class (no CNN or "
+                             "multi-input policies here)")
+        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
+        kw.setdefault("obs_scale", default_obs_scale(source.env))
+        return CategoricalMLPPolicy(obs_dim, n, **kw)
+
+    def _num_actions(self) -> int:
+        return int(self.policy.init_kwargs["num_actions"]) if hasattr(self.policy, "init_kwargs") else \
+            int(self._source.env.action_space.n)
+
+    def _check_config(self, source: EnvSource | None) -> None:
+        """Build (and so validate) the GRPOConfig now, so a bad argument fails at construction."""
+        ours, alt = dict(self._ours), self.group_mode == "alternatives"
+        if alt:
+            ours.setdefault("advantage", "outcome")
+            if self._sb3["n_steps"] is None:
+                ours.setdefault("num_groups", _ALTERNATIVES_GROUPS)
+            if self._sb3["group_size"] is None:
+                ours.setdefault("num_generations", self._num_actions() if source is None else int(source.env.action_space.n))
+        limit = self._max_episode_steps or (source.env.spec.max_episode_steps if source and source.env.spec else None)
+        G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
+        per_group = G * self.horizon + 1 if alt else None
+        self.config: GRPOConfig = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
+                                                         int(limit or 1000), per_group)
+        self.config.seed = self.seed
+
+    def _make_sampler(self, source: EnvSource) -> Any:
+        cfg = self.config
+        if self.group_mode == "alternatives":
+            every = self._sb3["group_size"] is None and "num_generations" not in self._ours
+            return AlternativesSampler(source.make, cfg.num_groups, None if every else cfg.num_generations,
+                                       horizon=self.horizon, gamma=cfg.gamma, seed=self.seed,
+                                       reward_fn=self.reward_function)
+        return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
+                               max_episode_steps=self._max_episode_steps,
+                               env_fn=None if source.env_id else source.make, reward_fn=self.reward_function)
+
+    def set_env(self, env: Any) -> None:
+        """Train on ``env`` from now on (same observation and action sizes as the policy)."""
+        source = env if isinstance(env, EnvSource) else resolve_env(env)
+        obs_dim, n = source.env.observation_space.shape[0], int(source.env.action_space.n)
+        kw = getattr(self.policy, "init_kwargs", {"obs_dim": obs_dim, "num_actions": n})
+        if (kw["obs_dim"], kw["num_actions"]) != (obs_dim, n):
+            raise UsageError(f"GRPO.set_env: the policy takes {kw['obs_dim']} observation numbers and {kw['num_actions']} "
+                             f"actions; this env has {obs_dim} and {n}")
+        sampler = self._make_sampler(source)
+        if self._trainer is None:
+            cpu = self.device in ("auto", "cpu")
+            self._trainer = GRPOTrainer(self.config, self.policy, sampler, Accelerator(cpu=cpu))
+        else:
+            self._trainer.sampler.close()
+            self._trainer.sampler = sampler
+        self._source, self._sampler_steps = source, sampler.env_steps
+
+    def get_env(self) -> Any:
+        """The training env as SB3 returns it (a ``DummyVecEnv``, where SB3 is installed), or None."""
+        return as_vec_env(self._source) if self._source is not None else None
+
+    def get_vec_normalize_env(self) -> None:
+        """No ``VecNormalize`` here (SB3 callbacks ask)."""
+        return None
+
+    # -- training ----------------------------------------------------------------------------------
+
+    def learn(self, total_timesteps: int, callback: Any = None, log_interval: int = 1, tb_log_name: str = "GRPO",
+              reset_num_timesteps: bool = True, progress_bar: bool = False) -> "GRPO":
+        """Train until ``num_timesteps`` reaches ``total_timesteps`` (plus the steps so far, when
+        ``reset_num_timesteps=False``); returns ``self``. ``callback``: an SB3 callback, a list of them,
+        or ``f(locals, globals) -> bool`` (``False`` stops)."""
+        if self._trainer is None:
+            raise UsageError("GRPO.learn needs an env: pass one to GRPO.load(path, env=...) or call set_env(env)")
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+            self.ep_info_buffer.clear()
+        start, total = self.num_timesteps, self.num_timesteps + int(total_timesteps) if not reset_num_timesteps \
+            else int(total_timesteps)
+        if self.tensorboard_log:
+            self.logger.open_tensorboard(tensorboard_run_dir(self.tensorboard_log, tb_log_name, reset_num_timesteps))
+        cb = as_callback(callback)
+        cb.init_callback(self)
+        bar = self._progress_bar(progress_bar, total - start)
+        state = {"self": self, "total_timesteps": total, "callback": cb, "log_interval": log_interval, "iteration": 0}
+        cb.on_training_start(state, globals())
+        t0, go_on = time.perf_counter(), True
+        while go_on and self.num_timesteps < total:
+            cb.on_rollout_start()
+            metrics, new = self._one_update((self.num_timesteps - start) / max(1, total - start))
+            state.update(iteration=state["iteration"] + 1, metrics=metrics)
+            cb.update_locals(state)
+            go_on = self._replay_steps(cb, new) if callback is not None else True
+            self.num_timesteps = self._sampler_total  # exact, whatever n_envs
+            cb.on_rollout_end()
+            if bar is not None:
+                bar.update(min(new, total - bar.n))
+            if log_interval and state["iteration"] % log_interval == 0:
+                self._dump_logs(metrics, state["iteration"], start, t0)
+        cb.on_training_end()
+        if bar is not None:
+            bar.close()
+        return self
+
+    def _one_update(self, progress: float) -> tuple[dict[str, float], int]:
+        """One :meth:`GRPOTrainer.step`; returns its metrics and the env steps it took."""
+        trainer = self._trainer
+        if self._lr_schedule is not None:
+            trainer.config.learning_rate = float(self._lr_schedule(1.0 - progress))
+        if self._clip_schedule is not None:
+            trainer.config.epsilon = float(self._clip_schedule(1.0 - progress))
+        metrics = trainer.step(progress=progress)
+        self._actors.clear()  # the weights changed
+        sampler = trainer.sampler
+        new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps
+        self._sampler_total = self.num_timesteps + new
+        self.ep_info_buffer.extend(zip(sampler.last_episode_returns, sampler.last_episode_lengths))
+        return metrics, new
+
+    def _replay_steps(self, cb: Any, new: int) -> bool:
+        """SB3's ``on_step`` calls for ``new`` env steps (see :mod:`grpo_seq.sb3.callbacks`); False stops."""
+        n_envs, end = self._source.n_envs, self.num_timesteps + new
+        go_on = True
+        while go_on and self.num_timesteps + n_envs <= end:
+            self.num_timesteps += n_envs
+            go_on = bool(cb.on_step())
+        return go_on
+
+    def _progress_bar(self, show: bool, total: int) -> Any:
+        if not show:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="step")
+
+    def _dump_logs(self, m: dict[str, float], iteration: int, start: int, t0: float) -> None:
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        rec = self.logger.record
+        if self.ep_info_buffer:
+            rec("rollout/ep_rew_mean", float(np.mean([r for r, _ in self.ep_info_buffer])))
+            rec("rollout/ep_len_mean", float(np.mean([n for _, n in self.ep_info_buffer])))
+        if self.reward_function is not None or self.group_mode == "alternatives":
+            rec("rollout/train_reward_mean", m["reward/mean"])
+        rec("time/iterations", iteration)
+        rec("time/fps", int((self.num_timesteps - start) / elapsed))
+        rec("time/time_elapsed", int(elapsed))
+        rec("time/total_timesteps", self.num_timesteps)
+        for ours, theirs in (("loss/policy", "loss"), ("policy/entropy", "entropy"), ("policy/clip_fraction",
+                             "clip_fraction"), ("perf/lr", "learning_rate"), ("loss/grad_norm", "grad_norm"),
+                             ("reward/zero_std_groups", "zero_std_groups")):
+            rec(f"train/{theirs}", float(m[ours]))
+        rec("train/n_updates", self._trainer.step_count * self.config.mu * self.config.num_minibatches)
+        self.logger.dump(self.num_timesteps)
+
+    # -- acting ------------------------------------------------------------------------------------
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = False) -> tuple[np.ndarray, Any]:
+        """``(action, state)`` as SB3 returns them: an action of shape ``()`` for one observation
+        ``(obs_dim,)``, ``(n,)`` for a batch ``(n, obs_dim)``; ``state`` is passed back (no recurrence)."""
+        obs = np.asarray(observation, dtype=np.float32)
+        dim = int(self.policy.init_kwargs["obs_dim"]) if hasattr(self.policy, "init_kwargs") else obs.shape[-1]
+        if obs.shape == (dim,):
+            return np.asarray(self._actor(deterministic)(obs[None])[0], dtype=np.int64), state
+        if obs.ndim == 2 and obs.shape[1] == dim:
+            return np.asarray(self._actor(deterministic)(obs), dtype=np.int64), state
+        raise UsageError(f"GRPO.predict: an observation shaped ({dim},) or a batch (n, {dim}), got {obs.shape}")
+
+    def _actor(self, greedy: bool) -> Any:
+        """The numpy actor of the current weights, built once per update (greedy or sampling)."""
+        if greedy not in self._actors:
+            rng = np.random.default_rng(self.seed + 7 + len(self._actors))
+            self._actors[greedy] = make_actor(self.policy, rng, greedy=greedy)
+        return self._actors[greedy]
+
+    # -- saving ------------------------------------------------------------------------------------
+
+    def save(self, path: str, exclude: Any = None, include: Any = None) -> None:
+        """One zip file (``.zip`` added without a suffix), safetensors and JSON inside (:mod:`grpo_seq.sb3.saving`)."""
+        policy_json = {"class": type(self.policy).__name__, "kwargs": getattr(self.policy, "init_kwargs", {})}
+        meta = {"format": "grpo-seq GRPO 1", "num_timesteps": self.num_timesteps, "seed": self.seed,
+                "group_mode": self.group_mode, "horizon": self.horizon, "max_episode_steps": self._max_episode_steps,
+                "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if k in ("net_arch", "obs_scale")},
+                "config": {k: v for k, v in self.config.to_dict().items() if k in self._ours or k in
+                           arguments.SURFACE_DEFAULTS or k in ("mu", "epsilon", "max_grad_norm", "num_minibatches")},
+                "env_id": self._source.env.spec.id if self._source and self._source.env.spec else None}
+        saving.write_model_zip(path, self.policy, policy_json, meta)
+
+    @classmethod
+    def load(cls, path: str, env: Any = None, device: str = "auto", custom_objects: dict[str, Any] | None = None,
+             **kwargs: Any) -> "GRPO":
+        """A model saved by :meth:`save`; ``env`` to train on (None: predict only, until :meth:`set_env`).
+        ``custom_objects={"policy_class": cls}`` rebuilds a policy of your own class; ``kwargs`` set what
+        JSON cannot hold (``reward_function=``, a schedule) or override saved options."""
+        tensors, policy_json, meta = saving.read_model_zip(path)
+        name = policy_json.get("class")
+        if name == "CategoricalMLPPolicy":
+            policy = CategoricalMLPPolicy(**policy_json["kwargs"])
+        elif custom_objects and "policy_class" in custom_objects:
+            policy = custom_objects["policy_class"](**policy_json["kwargs"])
+        else:
+            raise UsageError(f"GRPO.load: {path} holds a {name}; pass custom_objects={{'policy_class': {name}}}")
+        policy.load_state_dict(tensors)
+        options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
+                   "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"], **kwargs}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the saved options were warned about when first given
+            model = cls("MlpPolicy", env, device=device, _policy=policy, **options)
+        model.num_timesteps = int(meta["num_timesteps"])
+        return model

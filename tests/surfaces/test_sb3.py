@@ -1,0 +1,138 @@
+"""The Stable-Baselines3-style GRPO surface: learn, predict, save/load, SB3's callbacks and evaluation."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from grpo_seq import GRPO
+from grpo_seq.errors import UsageError
+
+sb3 = pytest.importorskip("stable_baselines3", reason="SB3's own tools: pip install -e '.[bench]'")
+from stable_baselines3.common.callbacks import (  # noqa: E402
+    CallbackList, CheckpointCallback, EvalCallback, StopTrainingOnRewardThreshold)
+from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+
+
+def upright(state, action, next_state):
+    """A shaped reward: the pole upright and turning towards upright, the cart near the centre. Positive:
+    a negative per-step reward would pay an episode for ending early."""
+    tilt = (next_state[:, 2] / 0.21 + 0.5 * next_state[:, 3]).abs().clamp(max=1)
+    return 1 - 0.5 * tilt - 0.1 * (next_state[:, 0] / 2.4).abs().clamp(max=1)
+
+
+def test_sb3_style_example_learns_saves_and_reloads_with_the_same_actions(tmp_path):
+    env = gym.make("CartPole-v1")
+    vec_env = DummyVecEnv([lambda: env])
+    model = GRPO("MlpPolicy", vec_env, reward_function=upright, seed=0).learn(total_timesteps=20_000)
+    mean, _ = evaluate_policy(model, model.get_env(), n_eval_episodes=5, deterministic=True, warn=False)
+    assert mean >= 475
+    model.save(tmp_path / "grpo_cartpole")
+    assert (tmp_path / "grpo_cartpole.zip").is_file()
+    loaded = GRPO.load(tmp_path / "grpo_cartpole")
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    assert np.array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+
+
+def test_default_cartpole_learns_with_the_recipes_defaults():
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0).learn(25_000)
+    assert model.num_timesteps >= 25_000
+    assert model.config.learning_rate == 2e-2 and model.config.adam_beta1 == 0.5
+    assert evaluate_policy(model, model.get_env(), n_eval_episodes=5, warn=False)[0] >= 475
+
+
+def test_predict_shapes_as_sb3():
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0)
+    action, state = model.predict(np.zeros(4))
+    assert action.shape == () and action.dtype == np.int64 and state is None
+    actions, _ = model.predict(np.zeros((5, 4)), deterministic=True)
+    assert actions.shape == (5,)
+    with pytest.raises(UsageError, match=r"\(4,\)"):
+        model.predict(np.zeros(3))
+
+
+def test_ppo_only_arguments_warned_unknown_refused():
+    with pytest.warns(UserWarning, match="gae_lambda.*vf_coef"):
+        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.95, vf_coef=0.5, n_epochs=4, clip_range=0.1, seed=0)
+    with pytest.raises(UsageError, match="bogus_arg"):
+        GRPO("MlpPolicy", "CartPole-v1", bogus_arg=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = GRPO("MlpPolicy", "CartPole-v1", n_epochs=3, clip_range=0.1, gamma=0.9, num_groups=2, seed=0)
+    assert (model.config.mu, model.config.epsilon, model.config.gamma, model.config.num_groups) == (3, 0.1, 0.9, 2)
+
+
+def test_policy_kwargs_map_to_the_mlp():
+    model = GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=[32], activation_fn=torch.nn.ReLU), seed=0)
+    assert model.policy.init_kwargs["hidden_sizes"] == [32] and model.policy.init_kwargs["activation"] == "relu"
+
+
+def test_evaluate_policy_and_the_four_callbacks_and_a_function(tmp_path):
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0)
+    stop = StopTrainingOnRewardThreshold(reward_threshold=475, verbose=0)
+    evaluation = EvalCallback(DummyVecEnv([lambda: gym.make("CartPole-v1")]), eval_freq=1000, n_eval_episodes=3,
+                              callback_on_new_best=stop, best_model_save_path=str(tmp_path / "best"), warn=False)
+    checkpoints = CheckpointCallback(save_freq=500, save_path=str(tmp_path / "ckpt"))
+    calls = []
+    model.learn(40_000, callback=[evaluation, checkpoints])
+    assert evaluation.best_mean_reward >= 475 and model.num_timesteps < 40_000  # stopped on the threshold
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir())[0] == "rl_model_1000_steps.zip"
+    assert GRPO.load(tmp_path / "best" / "best_model").predict(np.zeros(4))[0].shape == ()
+    model.learn(500, callback=lambda l, g: calls.append(l["self"].num_timesteps) or len(calls) < 10)
+    assert len(calls) == 10 and calls == sorted(calls)
+    model.learn(300, callback=CallbackList([CheckpointCallback(100, str(tmp_path / "c2"))]))
+    assert any((tmp_path / "c2").iterdir())
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda s, a, s2: s2, r"returned a Tensor shaped \(\d+, 4\)"),
+    (lambda s, a, s2: torch.full((len(s),), float("nan")), "non-finite"),
+    (lambda s, a, s2: 1 / 0, "raised ZeroDivisionError"),
+])
+def test_reward_function_errors_name_the_function(fn, match):
+    model = GRPO("MlpPolicy", "CartPole-v1", reward_function=fn, seed=0)
+    with pytest.raises(UsageError, match=f"reward_function .*lambda.*{match}"):
+        model.learn(100)
+
+
+def test_alternatives_mode_has_nonzero_advantages_and_learns():
+    from grpo_seq.advantages import compute_advantages
+
+    model = GRPO("MlpPolicy", "CartPole-v1", group_mode="alternatives", reward_function=upright, seed=0)
+    batch = model._trainer.sampler.sample(model.policy)
+    assert batch.tokens.shape == (16 * 2, 1) and (batch.tokens.reshape(16, 2) == torch.tensor([0, 1])).all()
+    assert compute_advantages(batch, model.config).abs().sum() > 0
+    model.learn(4_000)
+    assert evaluate_policy(model, model.get_env(), n_eval_episodes=5, warn=False)[0] >= 475
+
+
+def test_alternatives_from_the_same_state_differ_in_their_next_state():
+    model = GRPO("MlpPolicy", "CartPole-v1", group_mode="alternatives", horizon=1, seed=0,
+                 reward_function=lambda s, a, s2: s2[:, 3])  # the pole's angular velocity: the action moves it
+    batch = model._trainer.sampler.sample(model.policy)
+    scores = batch.rewards.reshape(-1, 2)
+    assert (scores[:, 0] != scores[:, 1]).all()
+
+
+def test_an_env_that_cannot_be_cloned_is_named():
+    from grpo_seq.sampling.snapshot import Snapshotter
+
+    class Holder(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,))
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self):
+            self.lock = __import__("threading").Lock()
+
+    with pytest.raises(UsageError, match="Holder cannot be cloned"):
+        Snapshotter(Holder()).copies(Holder(), 2)
+
+
+def test_a_continuous_env_is_refused_by_its_space():
+    with pytest.raises(UsageError, match=r"Pendulum-v1.*Box\(-2\.0, 2\.0, \(1,\)"):
+        GRPO("MlpPolicy", "Pendulum-v1")
