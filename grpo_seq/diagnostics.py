@@ -23,7 +23,8 @@ NO_SIGNAL_FIXES = (
 @dataclass
 class SignalWatch:
     """Counts the steps in a row where at least ``threshold`` of the groups were flat (all
-    rewards equal); after ``patience`` such steps :meth:`update` returns a message, once.
+    rewards equal, and below the best reward seen); after ``patience`` such steps
+    :meth:`update` returns a message, once.
 
     Attributes:
         patience: flat steps in a row before the run is called not learning.
@@ -36,10 +37,18 @@ class SignalWatch:
     flat_total: int = 0
     message: str | None = None
 
-    def update(self, zero_std_fraction: float) -> str | None:
-        """Record one step's fraction of flat groups; returns the message the first time the
+    best: float | None = None
+    ever_differed: bool = False
+
+    def update(self, grouped_rewards: list[list[float]]) -> str | None:
+        """Record one step's rewards, one list per group; returns the message the first time the
         run has been flat for ``patience`` steps in a row, else None."""
-        if zero_std_fraction >= self.threshold:
+        flat_values = [g[0] for g in grouped_rewards if max(g) == min(g)]
+        values = [r for g in grouped_rewards for r in g]
+        self.ever_differed = self.ever_differed or max(values) != min(values)
+        self.best = max(values) if self.best is None else max(self.best, max(values))
+        stuck = [v for v in flat_values if not self.ever_differed or v < self.best]
+        if len(stuck) >= self.threshold * len(grouped_rewards):
             self.flat_in_a_row += 1
             self.flat_total += 1
         else:
@@ -47,8 +56,8 @@ class SignalWatch:
         if self.message is None and self.flat_in_a_row >= self.patience:
             self.message = (
                 f"no learning signal: for {self.flat_in_a_row} steps in a row at least {self.threshold:.0%} of the "
-                "groups gave every member the same reward, so their advantages are 0 and nothing was trained. "
-                f"Likely fixes: {NO_SIGNAL_FIXES}"
+                "groups gave every member the same reward, below the best seen, so their advantages are 0 and "
+                f"nothing was trained. Likely fixes: {NO_SIGNAL_FIXES}"
             )
             return self.message
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -200,7 +201,7 @@ class GRPOTrainer:
         self.step_count += 1
         self._maybe_sync_reference()
         metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
-        if self.signal.update(metrics["reward/zero_std_groups"]):
+        if self.signal.update(self._grouped_rewards.tolist()):
             logger.warning("%s", self.signal.message)
         metrics["signal/flat_steps_in_a_row"] = float(self.signal.flat_in_a_row)
         self.log(metrics)
@@ -339,6 +340,7 @@ class GRPOTrainer:
         rewards = acc.gather(batch.rewards.float().contiguous())
         lengths = acc.gather(batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
+        self._grouped_rewards = grouped  # every process's groups, for the signal watch
         zero = torch.zeros((), device=acc.device)
         sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in TOKEN_STATS),
                                        torch.as_tensor(stats.tokens, device=acc.device).float()]), "sum")
@@ -471,6 +473,7 @@ class GRPOTrainer:
                 self.output_dir, self.step_count, policy=self.policy,
                 optimizer_state=self.optimizer.state_dict() if self.config.save_optimizer else None,
                 trainer_state={"step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
+                               "signal": dataclasses.asdict(self.signal),
                                "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {})},
                 rng_states=rng_states, ref_policy=moving_ref, keep=self.config.save_total_limit,
             )
@@ -491,9 +494,15 @@ class GRPOTrainer:
         are dropped (they will be logged again). Returns the ``extra`` state saved with it."""
         acc = self.accelerator
         same = self._resume_folder is not None and str(path) == str(self.config.resume_from)
-        folder = self._resume_folder if same else ckpt.resolve_checkpoint(path)
-        self._check_resumable(folder, ckpt.read_json(folder / "trainer_state.json"))
-        state, optimizer_state, rng = ckpt.load_checkpoint(folder, self.policy, self.ref_policy, acc.process_index)
+        try:
+            folder = self._resume_folder if same else ckpt.resolve_checkpoint(path)
+            self._check_resumable(folder, ckpt.read_json(folder / "trainer_state.json"))
+            state, optimizer_state, rng = ckpt.load_checkpoint(folder, self.policy, self.ref_policy, acc.process_index)
+        except ckpt.CheckpointError:
+            self.close()  # refused: the run folder is not this run's to keep locked
+            raise
+        if isinstance(state.get("signal"), dict):
+            self.signal = SignalWatch(**state["signal"])
         if optimizer_state is None:
             logger.warning("%s holds no optimizer state (saved with save_optimizer=False): Adam's moments start "
                            "afresh, so this run will not repeat the uninterrupted one exactly", folder)
