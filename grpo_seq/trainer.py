@@ -203,7 +203,7 @@ class GRPOTrainer:
         metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
         if self.signal.update(self._grouped_rewards.tolist()):
             logger.warning("%s", self.signal.message)
-        metrics["signal/flat_steps_in_a_row"] = float(self.signal.flat_in_a_row)
+        metrics["reward/flat_steps_in_a_row"] = float(self.signal.flat_in_a_row)
         self.log(metrics)
         return metrics
 

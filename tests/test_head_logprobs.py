@@ -9,8 +9,7 @@ from torch import nn
 from grpo_seq import CausalLMPolicy
 from grpo_seq.head_logprobs import head_logprobs
 from grpo_seq.objective import grpo_loss, token_entropy, token_logprobs
-from test_lm import make_sampler
-from tiny_lm import make_tiny_lm
+from tiny_lm import make_sampler, make_tiny_lm
 
 
 def reference(hidden, weight, bias, tokens):

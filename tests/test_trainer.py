@@ -360,6 +360,6 @@ def test_a_run_without_signal_says_so_once(caplog):
     trainer.sampler = EqualRewards(trainer.sampler)
     rows = [trainer.step() for _ in range(10)]
     assert [r["reward/zero_std_groups"] for r in rows] == [1.0] * 10
-    assert rows[-1]["signal/flat_steps_in_a_row"] == 10.0 and rows[-1]["perf/trained_fraction"] == 0.0
+    assert rows[-1]["reward/flat_steps_in_a_row"] == 10.0 and rows[-1]["perf/trained_fraction"] == 0.0
     assert trainer.signal.message.startswith("no learning signal")
     assert sum("no learning signal" in r.message for r in caplog.records) == 1

@@ -55,3 +55,16 @@ def length_reward(prompts=None, completions=(), **kwargs) -> list[float]:
     from reward_fns._text import completion_text
 
     return [len(completion_text(c)) / 10 for c in completions]
+
+
+def chat_rows(n: int = 6) -> list[dict]:
+    """``n`` chat prompts of different lengths, each with an answer column."""
+    return [{"prompt": [{"role": "user", "content": f"say {i}" + "!" * i}], "answer": str(i)} for i in range(n)]
+
+
+def make_sampler(tokenizer, rows=None, **kw):
+    """An LMGroupSampler over :func:`chat_rows`: 2 groups of 4, completions of up to 10 tokens."""
+    from grpo_seq import LMGroupSampler
+
+    kw = {"num_groups": 2, "group_size": 4, "max_completion_length": 10, **kw}
+    return LMGroupSampler(tokenizer, rows or chat_rows(), **kw)

@@ -10,7 +10,7 @@ import torch
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, load_policy
 from grpo_seq.serialization import save_policy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipes"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
 from cartpole import CartPoleConfig, default_obs_scale, make_policy  # noqa: E402
 
 SCALE = [2.4, 1.0, 0.2, 4.0]

@@ -14,7 +14,7 @@ import pytest
 from reward_fns import has_answer_line
 from tiny_lm import save_tiny_lm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "arith.jsonl"  # six hand-written problems in GSM8K's format
 
 USER_REWARDS = '''

@@ -11,19 +11,10 @@ import torch
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RolloutBatch
 from grpo_seq.objective import grpo_loss
 from grpo_seq.sampling import completion_mask
-from tiny_lm import make_tiny_lm
+from tiny_lm import chat_rows, make_sampler, make_tiny_lm
 
 EOS = 4  # <|im_end|> in tiny_lm's vocabulary
 PAD = 0
-
-
-def chat_rows(n: int = 6) -> list[dict]:
-    return [{"prompt": [{"role": "user", "content": f"say {i}" + "!" * i}], "answer": str(i)} for i in range(n)]
-
-
-def make_sampler(tokenizer, rows=None, **kw) -> LMGroupSampler:
-    kw = {"num_groups": 2, "group_size": 4, "max_completion_length": 10, **kw}
-    return LMGroupSampler(tokenizer, rows or chat_rows(), **kw)
 
 
 def hand_batch(tokenizer) -> RolloutBatch:

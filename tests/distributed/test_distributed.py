@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -30,7 +30,7 @@ def launch(args, tmp_path):
 
 
 def test_parameters_identical_across_ranks_after_updates(tmp_path):
-    res = launch(["tests/ddp_worker.py", str(tmp_path)], tmp_path)
+    res = launch(["tests/distributed/ddp_worker.py", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     r0, r1 = (load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1))
     assert int(r0["world"]) == 2 == int(r1["world"])
@@ -75,7 +75,7 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
 
 
 def test_language_model_on_two_processes(tmp_path):
-    res = launch(["tests/ddp_lm_worker.py", str(tmp_path)], tmp_path)
+    res = launch(["tests/distributed/ddp_lm_worker.py", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     r0, r1 = (json.loads((tmp_path / f"lm_rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == 2 == r1["world"]

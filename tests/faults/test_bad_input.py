@@ -18,7 +18,7 @@ from grpo_seq import RewardScorer, RolloutBatch
 from grpo_seq.data import chat_prompts
 from tiny_lm import make_tiny_lm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -1,0 +1,35 @@
+"""Datasets: every row read and checked up front, a bad one named by file and line."""
+
+import pytest
+
+from grpo_seq.data import chat_prompts, read_json_rows
+from grpo_seq.errors import UsageError
+
+
+def test_rows_remember_their_lines_and_become_chat_prompts(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"question": "1+1?", "answer": "2"}\n\n{"question": "2+2?", "answer": "4"}\n')
+    rows = read_json_rows(path)
+    assert list(rows) == [{"question": "1+1?", "answer": "2"}, {"question": "2+2?", "answer": "4"}]
+    prompts = chat_prompts(rows, system_prompt="Be brief.", instruction="Answer with a number.")
+    assert prompts[1] == {"prompt": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "2+2?\nAnswer with a number."}], "answer": "4"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty"),
+    ('{"question": "a", "answer": "1"}\n{"question": \n', "line 2: not valid JSON"),
+    ('{"question": "a", "answer": "1"}\n[1, 2]\n', "line 2: expected a JSON object"),
+])
+def test_a_bad_file_is_named_by_line(tmp_path, text, message):
+    path = tmp_path / "d.jsonl"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        read_json_rows(path)
+
+
+def test_a_row_without_its_answer_is_named_by_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"question": "a", "answer": "1"}\n{"question": "b"}\n')
+    with pytest.raises(UsageError, match="line 2"):
+        chat_prompts(read_json_rows(path), source=str(path))
