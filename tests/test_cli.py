@@ -14,17 +14,17 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 
-from cartpole import CartPoleConfig  # noqa: E402
 from gsm8k_tiny import GSM8KConfig  # noqa: E402
 
 from grpo_seq.cli import parse_config  # noqa: E402
+from grpo_seq.train_env import EnvTrainConfig  # noqa: E402
 
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
 
 
-@pytest.mark.parametrize("name, cls", [("cartpole", CartPoleConfig), ("gsm8k_tiny", GSM8KConfig)])
+@pytest.mark.parametrize("name, cls", [("gym_env", EnvTrainConfig), ("gsm8k_tiny", GSM8KConfig)])
 def test_shipped_yaml_holds_exactly_the_defaults(name, cls):
     shipped = yaml.safe_load((ROOT / f"recipes/configs/{name}.yaml").read_text())
     assert parse_config(cls, ["--config", str(ROOT / f"recipes/configs/{name}.yaml")]) == cls()
@@ -38,7 +38,7 @@ def test_generated_files_are_up_to_date():
 
 
 def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
-    cfg = yaml.safe_load((ROOT / "recipes/configs/cartpole.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "recipes/configs/gym_env.yaml").read_text())
     cfg.update({"learning_rate": 5e-3, "hidden_sizes": [16, 16], "num_generations": 3, "gamma": 0.9,
                 "output_dir": str(tmp_path / "run"), "total_env_steps": 800, "eval_every": 800, "seed": 4})
     f = tmp_path / "mine.yaml"
@@ -47,7 +47,8 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
                          env=_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     written = json.loads((tmp_path / "run/config.json").read_text())
-    assert written == {**cfg, "seed": 7}  # every value as the file gave it, the flag overriding one
+    # every value as the file gave it, the flag overriding one; the nulls resolved to CartPole's defaults
+    assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0}
     assert json.loads((tmp_path / "run/summary.json").read_text())["seed"] == 7
 
 
@@ -62,7 +63,7 @@ def test_a_bad_config_file_is_one_error_naming_it(tmp_path, capsys, text, messag
     f = tmp_path / "bad.yaml"
     f.write_text(text)
     with pytest.raises(SystemExit) as exit_:
-        parse_config(CartPoleConfig, ["--config", str(f)])
+        parse_config(EnvTrainConfig, ["--config", str(f)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err, err

@@ -12,10 +12,11 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
+from .novelty import NoveltyBonus
 from .snapshot import env_name
 from .step_reward import StepRewardFn, apply_step_reward
 
-__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "check_spaces"]
+__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "env_spec", "check_spaces"]
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -25,6 +26,14 @@ _STATE_COPY_ENVS = ("CartPole-v0", "CartPole-v1")
 # call whatever the count (a few dozen numpy calls on tiny arrays), a single CartPoleEnv ~15 us,
 # and only the episodes still running need a call (benchmarks/env_step_cost.py).
 _VECTOR_MIN_ENVS = 8
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """``gym.spec(env_id)``; an unknown id is a :class:`UsageError` naming it (as :func:`make_env`)."""
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as e:
+        raise _refuse_unknown(env_id, e) from None
 
 
 def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
@@ -82,6 +91,9 @@ class EnvGroupSampler:
     registered or carries the caller's wrappers. ``reward_fn(state, action, next_state)``:
     per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
+    ``bonus``: an exploration bonus added to each step's training reward, e.g. a
+    :class:`~grpo_seq.sampling.novelty.NoveltyBonus` that breaks ties between members; the batch's
+    ``reward/env_return`` metric is the env's own mean episode return, without it.
     """
 
     def __init__(
@@ -94,6 +106,7 @@ class EnvGroupSampler:
         env_kwargs: dict[str, Any] | None = None,
         env_fn: Callable[[], gym.Env] | None = None,
         reward_fn: StepRewardFn | None = None,
+        bonus: NoveltyBonus | None = None,
     ):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
@@ -101,7 +114,7 @@ class EnvGroupSampler:
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
         self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
         self.num_envs = num_groups * group_size
-        self.reward_fn = reward_fn
+        self.reward_fn, self.bonus = reward_fn, bonus
         self._vector = env_fn is None and env_id in _STATE_COPY_ENVS and self.num_envs >= _VECTOR_MIN_ENVS
         if self._vector:
             self.envs, _ = make_vector_env(env_id, self.num_envs, env_kwargs)
@@ -218,6 +231,8 @@ class EnvGroupSampler:
         self.last_episode_lengths = mask_buf[:t].sum(0).tolist()
         if self.reward_fn is not None:
             rew_buf[:t] = self._user_rewards(obs_buf, act_buf, mask_buf[:t], t)
+        if self.bonus is not None:
+            rew_buf[:t] += self.bonus(obs_buf[1 : t + 1], mask_buf[:t])
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
         step_rewards = torch.from_numpy(np.ascontiguousarray(rew_buf[:t].T))
         self.env_steps += int(mask.sum())
@@ -229,6 +244,7 @@ class EnvGroupSampler:
             group_size=self.group_size,
             rewards=step_rewards.sum(-1),
             step_rewards=step_rewards,
+            metrics={"reward/env_return": float(np.mean(self.last_episode_returns))},
         )
 
     def _user_rewards(self, obs_buf: np.ndarray, act_buf: np.ndarray, mask: np.ndarray, t: int) -> np.ndarray:
@@ -241,13 +257,16 @@ class EnvGroupSampler:
         """Where the sampler's random streams stand (JSON-able), for checkpoints: every start
         state comes from a reset seeded by ``rng``, so this is all a resumed run needs."""
         return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
-                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps}
+                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps,
+                "bonus": self.bonus.state_dict() if self.bonus is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.action_rng.bit_generator.state = state["action_rng"]
         self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
         self.env_steps = int(state["env_steps"])
+        if self.bonus is not None and state.get("bonus") is not None:
+            self.bonus.load_state_dict(state["bonus"])
 
     def close(self) -> None:
         for env in [self.envs] if self._vector else self.env_list:
