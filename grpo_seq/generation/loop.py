@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from .cache import preallocated_cache
 from .decode_step import LlamaDecodeStep, fast_step_unsupported
-from .support import unwrap_peft
+from .support import cache_kwargs, unwrap_peft
 
 __all__ = ["process_logits", "sample_tokens"]
 
@@ -125,7 +125,7 @@ def _prefill(decoder: nn.Module, input_ids: Tensor, pm: Tensor, G: int, total: i
     cache = preallocated_cache(num_layers, total)
     out = decoder(
         input_ids=input_ids, attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
-        past_key_values=cache, use_cache=True, logits_to_keep=1,
+        **cache_kwargs(decoder, cache), use_cache=True, logits_to_keep=1,
     )
     logits = out.logits[:, -1]
     if G > 1:
@@ -201,7 +201,7 @@ def _advance(run: _Run, decoder: nn.Module, t: int) -> None:
     else:
         run.logits = decoder(
             input_ids=run.token[:, None], attention_mask=step_mask, position_ids=run.position[:, None],
-            past_key_values=run.cache, use_cache=True, logits_to_keep=1,
+            **cache_kwargs(decoder, run.cache), use_cache=True, logits_to_keep=1,
         ).logits[:, -1]
     run.position = run.position + 1
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 from torch import nn
 
-__all__ = ["SUPPORTED_KWARGS", "unwrap_peft", "unsupported_reason"]
+__all__ = ["SUPPORTED_KWARGS", "cache_kwargs", "unwrap_peft", "unsupported_reason"]
 
 # generate() keyword arguments this loop implements; any other one (beams, penalties, custom
 # logits processors or stopping criteria, streamers, ...) sends the call to model.generate.
@@ -22,6 +24,19 @@ def unwrap_peft(model: nn.Module) -> nn.Module:
     if hasattr(model, "get_base_model") and hasattr(model, "peft_config"):
         return model.get_base_model()
     return model
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_name(forward_owner: type) -> str:
+    params = inspect.signature(forward_owner.forward).parameters
+    return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
+
+
+def cache_kwargs(model: nn.Module, cache: Any) -> dict[str, Any]:
+    """The keyword that hands ``cache`` to ``model``'s forward: ``cache`` where the model names
+    it so (transformers 5.x, which warns on every call given ``past_key_values``), else
+    ``past_key_values``."""
+    return {_cache_name(type(unwrap_peft(model))): cache}
 
 
 def unsupported_reason(model: nn.Module, generation_kwargs: dict[str, Any]) -> str | None:

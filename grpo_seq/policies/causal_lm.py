@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from ..batch import RolloutBatch
 from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
+from ..generation.support import cache_kwargs
 from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
@@ -185,7 +186,7 @@ class CausalLMPolicy(nn.Module):
         position_ids = pm.sum(-1)[inverse, None] + torch.arange(t_eff, device=tokens.device)
         extra = {"logits_to_keep": t_eff} if logits else {}
         tail = run(input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
-                   past_key_values=cache, use_cache=True, **extra)
+                   **cache_kwargs(run, cache), use_cache=True, **extra)
         # The last prompt position predicts the first completion token.
         if logits:
             return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
