@@ -281,7 +281,7 @@ def sweep_rows(entry: dict) -> tuple[list, bool]:
 
 def experiments_page() -> str:
     out = ["# What we tried\n\n" + HEADER
-           + "The CartPole recipe's defaults were chosen by these sweeps of `benchmarks/cartpole_sweep.py`: one record per "
+           + "The CartPole recipe's defaults were chosen by these sweeps of `benchmarks/env_sweep.py` (named cartpole_sweep.py when most ran): one record per "
              "question in `benchmarks/results/cartpole_sweep/`, every run of every seed in it. Each row is the recipe with "
              "the options shown (over the defaults of that time, which the question names). Env steps to solve are exact "
              "for a seed; unsolved counts as infinite in the percentiles. For whole 50k-env-step runs, *falling* counts the "

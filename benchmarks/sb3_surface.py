@@ -3,7 +3,7 @@
     python benchmarks/sb3_surface.py --question recipe --seeds 0 1 2 3 4 5 6 7 8 9
     python benchmarks/sb3_surface.py --question modes --seeds $(seq 0 19)
 
-``recipe``: for each seed, the loop of ``recipes/cartpole.py`` (as ``benchmarks/cartpole_sweep.py``
+``recipe``: for each seed, the loop of ``recipes/cartpole.py`` (as ``benchmarks/env_sweep.py``
 runs it: CartPoleConfig, make_policy, GRPOTrainer) and ``GRPO("MlpPolicy", "CartPole-v1",
 seed=S).learn(50_000, callback=...)``, alternating which goes first. ``modes``: the surface's
 episode groups against per-state alternatives (``group_mode="alternatives"``), with and without a

@@ -117,11 +117,11 @@ def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path):
     assert control["final_weights_gap"] > 20 * same["final_weights_gap"]
 
 
-def test_cartpole_sweep_summaries_match_their_runs(tmp_path):
+def test_env_sweep_summaries_match_their_runs(tmp_path):
     # Two configs, two seeds, a tiny budget: whatever is solved, each summary must be its rows'.
     out = tmp_path / "sweep.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/cartpole_sweep.py", "--seeds", "0", "1", "--cap", "3000",
+    res = subprocess.run([sys.executable, "benchmarks/env_sweep.py", "--seeds", "0", "1", "--cap", "3000",
                           "--after", "1", "--configs", "{}", '{"num_generations": 4}', "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -1,12 +1,15 @@
-"""Env steps to solve CartPole for several settings of the recipe, many seeds, in one process.
+"""Env steps to solve an env for several settings of the env recipe, many seeds, in one process.
 
-    python benchmarks/cartpole_sweep.py --seeds 0 1 2 3 4 5 6 7 --configs '{}' '{"num_generations": 2}'
+    python benchmarks/env_sweep.py --seeds 0 1 2 3 4 5 6 7 --configs '{}' '{"num_generations": 4}'
+    python benchmarks/env_sweep.py --configs '{"env_id": "Acrobot-v1"}' --eval_every 5000 --cap 200000 \
+        --question "Acrobot: ..." --out benchmarks/results/cartpole_sweep/acrobot_defaults.json
 
-Each config is a JSON object of `recipes/cartpole.py` options over its defaults. Every run
-trains as the recipe does and evaluates 10 greedy episodes (`PolicyEvaluator`, the same seeds
-as the recipe) after the first update past every `--eval_every` env steps; "solved" is the
-first evaluation with mean >= 475. A run stops `--after` evaluations past solving (their
-returns show whether it stays solved) or at `--cap` env steps. Env steps to solve are exact
+Each config is a JSON object of `grpo_seq.train_env` options over its defaults (CartPole-v1
+unless it names an `env_id`). Every run trains as the recipe does and evaluates 10 greedy
+episodes (`PolicyEvaluator`, the same seeds as the recipe) after the first update past every
+`--eval_every` env steps; "solved" is the first evaluation at or above the env's threshold. A
+run stops `--after` evaluations past solving (their returns show whether it stays solved) or at
+`--cap` env steps. Env steps to solve are exact
 and machine-independent for a seed; the seconds are only indicative (one process, no warm-up
 excluded, evaluations included). Prints one line per run and a summary per config; `--out`
 writes them as JSON.
@@ -16,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -25,21 +28,19 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-from cartpole import CartPoleConfig, make_policy  # noqa: E402
+from grpo_seq import GRPOTrainer
+from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
 
-from grpo_seq import EnvGroupSampler, GRPOTrainer  # noqa: E402
-from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
-
-import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
+import record  # benchmarks/record.py: default --out and the meta block
 
 
 def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accelerator: Accelerator) -> dict:
-    args = CartPoleConfig(seed=seed, **overrides)
+    args = EnvTrainConfig(seed=seed, **overrides)
     set_seed(seed)
-    sampler = EnvGroupSampler(args.env_id, args.num_groups, args.num_generations, seed=seed)
-    policy = make_policy(args, sampler)
+    policy = make_policy(args)
+    args.solved_return = solved_threshold(args)
+    sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + seed)
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
@@ -56,7 +57,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
         elif ret >= args.solved_return:
             solved = {"env_steps": trainer.env_steps, "seconds": time.perf_counter() - start}
     return {"seed": seed, "solved_env_steps": solved and solved["env_steps"],
-            "solved_seconds": solved and solved["seconds"], "later_evals": later}
+            "solved_seconds": solved and solved["seconds"], "later_evals": later, "threshold": args.solved_return}
 
 
 def main() -> None:
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--after", type=int, default=3, help="evaluations kept after solving")
     ap.add_argument("--out", type=Path, default=record.default_out("cartpole_sweep"),
                     help="JSON: one summary per config, each with every run and the meta block (default: %(default)s)")
+    ap.add_argument("--question", default=None,
+                    help="write the record as {question, meta, results}, the experiments page's layout")
     a = ap.parse_args()
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
@@ -79,16 +82,17 @@ def main() -> None:
             rows.append(run(seed, overrides, a.eval_every, a.cap, a.after, accelerator))
             print(json.dumps({"config": overrides, **rows[-1]}), flush=True)
         steps = [r["solved_env_steps"] or float("inf") for r in rows]
-        later = [min(r["later_evals"], default=0.0) for r in rows if r["solved_env_steps"]]
+        later = [min(r["later_evals"], default=-math.inf) >= r["threshold"] for r in rows if r["solved_env_steps"]]
         summary = {"config": overrides, "meta": meta, "solved": sum(s < float("inf") for s in steps), "runs": len(rows),
                    "median_env_steps": statistics.median(steps), "max_env_steps": max(steps),
-                   "runs_staying_solved": sum(x >= 475 for x in later), "rows": rows}
+                   "runs_staying_solved": sum(later), "rows": rows}
         results.append(summary)
         print(f"SUMMARY {json.dumps(overrides)}: solved {summary['solved']}/{len(rows)}, median "
               f"{summary['median_env_steps']:.0f} env steps, max {summary['max_env_steps']:.0f}, "
-              f"{summary['runs_staying_solved']} stayed >= 475 for {a.after} evaluations", flush=True)
+              f"{summary['runs_staying_solved']} stayed solved for {a.after} evaluations", flush=True)
         if a.out:  # after every config, so a long sweep cut short keeps what it measured
-            record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
+            doc = {"question": a.question, "meta": meta, "results": results} if a.question else results
+            record.prepare(a.out).write_text(json.dumps(doc, indent=2, default=lambda v: None))
 
 
 if __name__ == "__main__":
