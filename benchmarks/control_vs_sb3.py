@@ -1,0 +1,276 @@
+"""The classic control suite: grpo-seq's env recipe against Stable-Baselines3 PPO with rl-zoo3's
+tuned hyper-parameters, read from the installed rl_zoo3 package (``hyperparams/ppo.yml``).
+
+    python benchmarks/control_vs_sb3.py --envs CartPole-v1 Acrobot-v1 MountainCar-v0 LunarLander-v3 --seeds 0 1 2 3 4
+
+Needs the ``bench`` extra (stable-baselines3, rl_zoo3, matplotlib) and, for LunarLander, box2d.
+
+What runs, per env and seed, alternating which system goes first from seed to seed so that
+machine drift hits both alike, each in its own subprocess (so peak memory belongs to one run):
+- ours: ``python recipes/gym_env.py --env_id E --seed S`` with the recipe's defaults for E;
+- SB3: PPO("MlpPolicy") with rl-zoo3's settings for E (``n_envs``, ``normalize`` as
+  ``VecNormalize``, ``lin_`` schedules), its budget ``n_timesteps``, one torch thread.
+Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
+``grpo_seq.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
+``VecNormalize`` observation statistics), seeds ``10_000 + seed``. "Solved" is the first
+evaluation at or above the env's ``reward_threshold``; each run stops ``--stop_after`` evaluations
+after it (0: runs its whole budget), so "final return" is the last evaluation's. Wall seconds count
+from just before training and include the evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import record  # benchmarks/record.py: default --out and the meta block
+from cartpole_vs_sb3 import SB3Actor, fmt, inf_if_none, jsonable, linear_schedule, ratio
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")
+EVAL_EVERY = {"CartPole-v1": 1_000, "Acrobot-v1": 5_000, "MountainCar-v0": 10_000, "LunarLander-v3": 20_000}
+SYSTEMS = ("ours", "sb3")
+LONG = ("MountainCar-v0", "LunarLander-v3")  # SB3's budget there is 1M env steps: minutes a run
+
+
+def zoo_settings(env_id: str) -> dict[str, Any]:
+    """rl-zoo3's PPO entry for ``env_id``, from the installed package's ``hyperparams/ppo.yml``."""
+    import rl_zoo3
+    import yaml
+
+    table = yaml.safe_load(Path(rl_zoo3.__file__).with_name("hyperparams").joinpath("ppo.yml").read_text())
+    if env_id not in table:
+        raise SystemExit(f"rl_zoo3's ppo.yml has no entry for {env_id}")
+    return dict(table[env_id])
+
+
+def ppo_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """PPO keyword arguments from an rl-zoo3 entry: ``lin_<x>`` becomes a linear schedule; the
+    entries that are not PPO arguments (env count, budget, normalisation) are left out."""
+    skip = {"n_envs", "n_timesteps", "policy", "normalize"}
+    if "policy_kwargs" in settings:
+        raise SystemExit("policy_kwargs in rl-zoo3's entry: not supported by this script")
+    out = {}
+    for k, v in settings.items():
+        if k in skip:
+            continue
+        out[k] = linear_schedule(float(v[4:])) if isinstance(v, str) and v.startswith("lin_") else v
+    return out
+
+
+class NormalizedActor(SB3Actor):
+    """SB3Actor on observations normalised with VecNormalize's frozen statistics."""
+
+    def __init__(self, policy: Any, venv: Any):
+        super().__init__(policy)
+        self.venv = venv
+
+    def numpy_actor(self, rng: Any = None, greedy: bool = True):
+        inner = super().numpy_actor(rng, greedy)
+        return lambda obs: inner(self.venv.normalize_obs(obs).astype("float32"))
+
+
+def sb3_worker(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
+    import gymnasium as gym
+    import resource
+
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from grpo_seq.evaluation import PolicyEvaluator
+
+    torch.set_num_threads(1)
+    zoo = zoo_settings(env_id)
+    threshold = gym.spec(env_id).reward_threshold
+    env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed)
+    if zoo.get("normalize"):
+        env = VecNormalize(env, gamma=zoo.get("gamma", 0.99))
+    model = PPO(zoo.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **ppo_kwargs(zoo))
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    actor = NormalizedActor(model.policy, env) if zoo.get("normalize") else SB3Actor(model.policy)
+    evaluate = PolicyEvaluator(env_id, 10, seed=10_000 + seed)
+
+    class Evaluations(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.curve: list[dict[str, float]] = []
+            self.next_eval, self.start, self.solved_at = eval_every, time.perf_counter(), None
+
+        def _evaluate(self) -> bool:
+            ret = float(evaluate(actor).mean())
+            self.curve.append({"env_steps": self.num_timesteps, "seconds": time.perf_counter() - self.start,
+                               "return": ret})
+            self.next_eval = (self.num_timesteps // eval_every + 1) * eval_every
+            if self.solved_at is None and ret >= threshold:
+                self.solved_at = len(self.curve) - 1
+            return not (stop_after and self.solved_at is not None and len(self.curve) - 1 - self.solved_at >= stop_after)
+
+        def _on_rollout_start(self) -> None:
+            if self.num_timesteps >= self.next_eval and not self._evaluate():
+                self.model._stop = True
+
+        def _on_step(self) -> bool:
+            return not getattr(self.model, "_stop", False)
+
+    cb = Evaluations()
+    model.learn(total_timesteps=int(zoo["n_timesteps"]), callback=cb)
+    if not cb.curve or cb.curve[-1]["env_steps"] < model.num_timesteps:
+        cb._evaluate()
+    return {"curve": cb.curve, "env_steps": model.num_timesteps, "seconds": time.perf_counter() - cb.start,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "budget": int(zoo["n_timesteps"])}
+
+
+def run_ours(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, str(ROOT / "recipes/gym_env.py"), "--env_id", env_id, "--seed", str(seed),
+               "--eval_every", str(eval_every), "--eval_episodes", "10", "--stop_after_solved", str(stop_after),
+               "--output_dir", str(Path(d, "run"))]
+        res = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
+        if res.returncode:
+            raise RuntimeError(f"{shlex.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+        summary = json.loads(Path(d, "run", "summary.json").read_text())
+        rows = [json.loads(line) for line in Path(d, "run", "metrics.jsonl").read_text().splitlines()]
+    curve = [{"env_steps": r["perf/tokens_total"], "seconds": r["perf/wall_seconds"], "return": r["eval/return"]}
+             for r in rows if "eval/return" in r]
+    return {"curve": curve, "env_steps": summary["env_steps"], "seconds": summary["seconds"],
+            "peak_rss_gib": summary["peak_rss_gib"], "budget": summary.get("total_env_steps")}
+
+
+def run_sb3(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "sb3", "--envs", env_id, "--seeds", str(seed),
+           "--eval_every", str(eval_every), "--stop_after", str(stop_after)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def make_row(env_id: str, system: str, seed: int, run: dict[str, Any], threshold: float) -> dict[str, Any]:
+    curve = run["curve"]
+    first = next((i for i, p in enumerate(curve) if p["return"] >= threshold), None)
+    return {
+        "env_id": env_id, "system": system, "seed": seed, "solved": first is not None,
+        "solved_env_steps": curve[first]["env_steps"] if first is not None else None,
+        "solved_seconds": curve[first]["seconds"] if first is not None else None,
+        "final_eval_return": curve[-1]["return"] if curve else None,
+        "env_steps": run["env_steps"], "seconds": run["seconds"], "peak_rss_gib": run["peak_rss_gib"],
+        "budget": run.get("budget"), "curve": curve,
+    }
+
+
+def summarise(rows: list[dict], env_id: str) -> dict[str, Any]:
+    """Per system: solved count, median env steps and seconds to solve (unsolved = inf), median
+    final return and peak RSS; and ours / SB3 of the medians."""
+    out: dict[str, Any] = {}
+    for s in SYSTEMS:
+        mine = [r for r in rows if r["env_id"] == env_id and r["system"] == s]
+        out[s] = {"solved": sum(r["solved"] for r in mine), "runs": len(mine),
+                  "solved_env_steps": statistics.median(inf_if_none(r["solved_env_steps"]) for r in mine),
+                  "solved_seconds": statistics.median(inf_if_none(r["solved_seconds"]) for r in mine),
+                  "final_eval_return": statistics.median(r["final_eval_return"] for r in mine),
+                  "peak_rss_gib": statistics.median(r["peak_rss_gib"] for r in mine)}
+    out["ratio_solved_seconds"] = ratio(out["ours"]["solved_seconds"], out["sb3"]["solved_seconds"])
+    out["ratio_solved_env_steps"] = ratio(out["ours"]["solved_env_steps"], out["sb3"]["solved_env_steps"])
+    return out
+
+
+def plot(rows: list[dict], envs: list[str], thresholds: dict[str, float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"ours": "tab:blue", "sb3": "tab:orange"}
+    labels = {"ours": "grpo-seq (ours)", "sb3": "SB3 PPO (rl-zoo3)"}
+    fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.5), squeeze=False)
+    for j, env_id in enumerate(envs):
+        for i, (x, xlabel) in enumerate((("env_steps", "env steps"), ("seconds", "wall seconds"))):
+            ax, seen = axes[i][j], set()
+            for r in (r for r in rows if r["env_id"] == env_id):
+                s = r["system"]
+                ax.plot([p[x] for p in r["curve"]], [p["return"] for p in r["curve"]], color=colours[s], lw=0.9,
+                        alpha=0.8, label=None if s in seen else labels[s])
+                seen.add(s)
+            ax.axhline(thresholds[env_id], color="grey", ls="--", lw=0.8)
+            ax.set_xlabel(xlabel)
+            ax.grid(alpha=0.3)
+            if i == 0:
+                ax.set_title(env_id)
+        axes[0][j].legend(loc="lower right", fontsize=8)
+    axes[0][0].set_ylabel("greedy eval return (10 episodes)")
+    axes[1][0].set_ylabel("greedy eval return (10 episodes)")
+    fig.suptitle("one line per seed; dashed: reward_threshold")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--envs", nargs="+", default=list(ENVS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--long_seeds", type=int, nargs="+", default=None,
+                    help="seeds for MountainCar and LunarLander, whose SB3 runs take minutes each (default: --seeds)")
+    ap.add_argument("--eval_every", type=int, default=None, help="default: per env (%s)" % EVAL_EVERY)
+    ap.add_argument("--stop_after", type=int, default=3, help="stop a run this many evaluations after solving (0: never)")
+    ap.add_argument("--out", type=Path, default=record.default_out("control_vs_sb3"))
+    ap.add_argument("--worker", choices=["sb3"], default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    every = lambda env_id: args.eval_every or EVAL_EVERY.get(env_id, 10_000)  # noqa: E731
+
+    if args.worker == "sb3":
+        print(json.dumps(sb3_worker(args.envs[0], args.seeds[0], every(args.envs[0]), args.stop_after)))
+        return
+
+    import gymnasium as gym
+
+    thresholds = {e: float(gym.spec(e).reward_threshold) for e in args.envs}
+    runners = {"ours": run_ours, "sb3": run_sb3}
+    rows, t0 = [], time.perf_counter()
+    seeds_of = lambda e: args.long_seeds if args.long_seeds and e in LONG else args.seeds  # noqa: E731
+    for env_id in args.envs:
+        for k, seed in enumerate(seeds_of(env_id)):
+            for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
+                run = runners[system](env_id, seed, every(env_id), args.stop_after)
+                rows.append(make_row(env_id, system, seed, run, thresholds[env_id]))
+                r = rows[-1]
+                print(f"{env_id} {system} seed {seed}: solved at {r['solved_env_steps']} env steps, "
+                      f"{fmt(r['solved_seconds'], '.1f')} s; final {r['final_eval_return']:.1f}; {r['seconds']:.1f} s",
+                      flush=True)
+        write(args, rows, thresholds, every, seeds_of)  # after every env: a run cut short keeps what it measured
+    summary = {e: summarise(rows, e) for e in args.envs}
+    for e, s in summary.items():
+        print(f"{e}: ours {s['ours']['solved']}/{s['ours']['runs']} solved, SB3 {s['sb3']['solved']}/{s['sb3']['runs']}; "
+              f"median seconds ours/SB3 {fmt(s['ratio_solved_seconds'], '.3f')}, env steps "
+              f"{fmt(s['ratio_solved_env_steps'], '.3f')}")
+    print(f"{time.perf_counter() - t0:.0f} s in all")
+
+
+def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, float], every, seeds_of) -> None:
+    envs = [e for e in args.envs if any(r["env_id"] == e for r in rows)]
+    result = {"meta": record.meta(), "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
+                                                   "stop_after": args.stop_after,
+                                                   "eval_every": {e: every(e) for e in envs},
+                                                   "thresholds": thresholds, "eval_episodes": 10, "torch_threads": 1},
+              "summary": {e: summarise(rows, e) for e in envs}, "rows": rows,
+              "note": "null in a solve figure or ratio: never solved (inf) or inf/inf"}
+    record.prepare(args.out).write_text(json.dumps(jsonable(result), indent=2))
+    plot(rows, envs, thresholds, args.out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()
