@@ -28,6 +28,7 @@ SURFACE_DEFAULTS: dict[str, Any] = dict(
     beta=0.0, loss_type="bnpo", advantage="stepwise", gamma=0.98,
 )
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
+CARTPOLE_IDS = ("CartPole-v0", "CartPole-v1")
 
 Schedule = Callable[[float], float]
 
@@ -48,8 +49,19 @@ def _minibatches(outputs: int, wanted: int) -> int:
     return max(d for d in range(1, outputs + 1) if outputs % d == 0 and d <= max(1, wanted))
 
 
+def env_defaults(env_id: str | None) -> dict[str, Any]:
+    """The env program's per-env defaults (``grpo_seq.train_env.per_env``) that are GRPOConfig
+    fields: CartPole's for CartPole, the tie-breaking settings for Acrobot and the rest."""
+    if env_id is None:
+        return {}
+    from ..train_env import per_env
+
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    return {k: v for k, v in per_env(env_id).items() if k in fields}
+
+
 def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_episode_steps: int,
-                 steps_per_group: int | None) -> GRPOConfig:
+                 steps_per_group: int | None, env_id: str | None = None) -> GRPOConfig:
     """The GRPOConfig for SB3 arguments ``sb3`` (None where not given) and GRPOConfig fields ``ours``.
 
     ``steps_per_group``: env steps one group costs when known (alternatives), else None (episodes:
@@ -60,7 +72,7 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
     if unknown:
         raise UsageError(f"GRPO got unknown arguments: {', '.join(unknown)} (neither Stable-Baselines3 PPO's nor "
                          "GRPOConfig's; see the argument table in docs/guides/sb3.md)")
-    kw = {**SURFACE_DEFAULTS, **ours}
+    kw = {**SURFACE_DEFAULTS, **env_defaults(env_id), **ours}
     for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
                            ("group_size", "num_generations")):
         if sb3.get(sb3_name) is not None:

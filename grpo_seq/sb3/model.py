@@ -17,7 +17,8 @@ from ..config import GRPOConfig
 from ..errors import UsageError
 from ..policies.actor import make_actor
 from ..policies.mlp import CategoricalMLPPolicy
-from ..policies.obs_scale import default_obs_scale
+from ..policies.obs_scale import default_obs_scale, rollout_obs_scale
+from ..sampling.novelty import NoveltyBonus
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.env import EnvGroupSampler
 from ..trainer import GRPOTrainer
@@ -40,10 +41,12 @@ class GRPO:
         action, _ = model.predict(obs, deterministic=True)
 
     One thin layer: ``learn`` calls :meth:`GRPOTrainer.step` until ``total_timesteps`` env steps,
-    with the recipe's defaults (``recipes/cartpole.py``: G = 2 episodes per start state, one group
-    per update, Adam lr 2e-2 decayed linearly to 0 over the ``learn`` budget, betas 0.5/0.95,
-    bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP with orthogonal init, CartPole
-    observations in units of its termination thresholds). Constructing it seeds the global
+    with the env program's defaults for the env (``grpo_seq.train_env.per_env``; CartPole: G = 2
+    episodes per start state, one group per update, Adam lr 2e-2 decayed linearly to 0 over the
+    ``learn`` budget, betas 0.5/0.95, bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP
+    with orthogonal init, observations in units of its termination thresholds; other registered
+    envs: their G, lr and gamma, observations in the units random play reaches, and the
+    tie-breaking ``exploration_bonus``). Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
     Stable-Baselines3 arguments, and what they are here:
@@ -71,7 +74,8 @@ class GRPO:
     the env still ends episodes, and ``rollout/ep_rew_mean`` and evaluation report the env's own
     return. ``group_mode="alternatives"``: groups of actions tried at one state
     (:class:`grpo_seq.sampling.alternatives.AlternativesSampler`) with ``horizon`` env steps each;
-    ``max_episode_steps`` for an env without a time limit; and any :class:`GRPOConfig` field
+    ``max_episode_steps`` for an env without a time limit; ``exploration_bonus`` (None: the env
+    program's default, 0: none; :class:`grpo_seq.sampling.novelty.NoveltyBonus`); and any :class:`GRPOConfig` field
     (``num_groups``, ``beta``, ``loss_type``, ...). Any other argument is a :class:`UsageError`.
     """
 
@@ -82,7 +86,7 @@ class GRPO:
                  seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None,
                  policy_kwargs: dict[str, Any] | None = None, device: str = "auto", stats_window_size: int = 100,
                  group_mode: str = "episodes", horizon: int = 1, max_episode_steps: int | None = None,
-                 _policy: nn.Module | None = None, **kwargs: Any):
+                 exploration_bonus: float | None = None, _policy: nn.Module | None = None, **kwargs: Any):
         ppo_only = {k: kwargs.pop(k) for k in list(kwargs) if k in arguments.PPO_ONLY}
         sb3 = dict(learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
                    group_size=group_size, clip_range=clip_range, max_grad_norm=max_grad_norm, ent_coef=ent_coef)
@@ -91,6 +95,7 @@ class GRPO:
             raise UsageError(f"GRPO(group_mode={group_mode!r}): one of {_GROUP_MODES}")
         self.policy_name, self.policy_kwargs = policy, dict(policy_kwargs or {})
         self.reward_function, self.group_mode, self.horizon = reward_function, group_mode, int(horizon)
+        self.exploration_bonus = exploration_bonus  # None: the env program's default for this env
         self.verbose, self.tensorboard_log, self.device = verbose, tensorboard_log, device
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         self._sb3, self._ours, self._max_episode_steps = sb3, kwargs, max_episode_steps
@@ -118,7 +123,12 @@ class GRPO:
             raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy' or an nn.Module class (no CNN or "
                              "multi-input policies here)")
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
-        kw.setdefault("obs_scale", default_obs_scale(source.env))
+        if "obs_scale" not in kw:  # as the env program: CartPole's thresholds, else what random play reaches
+            kw["obs_scale"] = default_obs_scale(source.env)
+            if kw["obs_scale"] is None and _env_id(source) not in (None, *arguments.CARTPOLE_IDS):
+                copy = source.make()  # random play steps a copy, never the user's env
+                kw["obs_scale"] = rollout_obs_scale(copy, seed=self.seed or 0)
+                copy.close()
         return CategoricalMLPPolicy(obs_dim, n, **kw)
 
     def _num_actions(self) -> int:
@@ -138,7 +148,7 @@ class GRPO:
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
         self.config: GRPOConfig = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                         int(limit or 1000), per_group)
+                                                         int(limit or 1000), per_group, _env_id(source))
         self.config.seed = self.seed
 
     def _make_sampler(self, source: EnvSource) -> Any:
@@ -150,7 +160,21 @@ class GRPO:
                                        reward_fn=self.reward_function)
         return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
                                max_episode_steps=self._max_episode_steps,
-                               env_fn=None if source.env_id else source.make, reward_fn=self.reward_function)
+                               env_fn=None if source.env_id else source.make, reward_fn=self.reward_function,
+                               bonus=self._bonus(source))
+
+    def _bonus(self, source: EnvSource) -> NoveltyBonus | None:
+        """The env program's tie-breaking exploration bonus for this env (none for CartPole), in the
+        policy's observation units; ``exploration_bonus=0`` turns it off."""
+        scale = self.exploration_bonus
+        if scale is None and _env_id(source):
+            from ..train_env import per_env
+
+            scale = per_env(_env_id(source))["exploration_bonus"]
+        obs_scale = getattr(self.policy, "init_kwargs", {}).get("obs_scale")
+        if not scale or obs_scale is None:
+            return None
+        return NoveltyBonus(scale, obs_scale)
 
     def set_env(self, env: Any) -> None:
         """Train on ``env`` from now on (same observation and action sizes as the policy)."""
@@ -322,3 +346,11 @@ class GRPO:
             model = cls("MlpPolicy", env, device=device, _policy=policy, **options)
         model.num_timesteps = int(meta["num_timesteps"])
         return model
+
+
+def _env_id(source: EnvSource | None) -> str | None:
+    """The registered id of the user's env, where it has one."""
+    if source is None:
+        return None
+    spec = source.env.spec
+    return source.env_id or (spec.id if spec is not None else None)

@@ -136,3 +136,19 @@ def test_an_env_that_cannot_be_cloned_is_named():
 def test_a_continuous_env_is_refused_by_its_space():
     with pytest.raises(UsageError, match=r"Pendulum-v1.*Box\(-2\.0, 2\.0, \(1,\)"):
         GRPO("MlpPolicy", "Pendulum-v1")
+
+
+def test_other_envs_get_the_env_programs_defaults():
+    from grpo_seq.train_env import per_env
+
+    model = GRPO("MlpPolicy", "Acrobot-v1", seed=0)
+    want = per_env("Acrobot-v1")
+    assert (model.config.num_generations, model.config.learning_rate, model.config.gamma) == \
+        (want["num_generations"], want["learning_rate"], want["gamma"])
+    scale = model.policy.init_kwargs["obs_scale"]
+    assert scale is not None and scale[4] > 1  # the angular velocities, in the units random play reaches
+    sampler = model._make_sampler(model._source)
+    assert sampler.bonus is not None and sampler.bonus.scale == want["exploration_bonus"]
+    assert GRPO("MlpPolicy", "Acrobot-v1", seed=0, exploration_bonus=0)._make_sampler(model._source).bonus is None
+    cartpole = GRPO("MlpPolicy", "CartPole-v1", seed=0)
+    assert cartpole._make_sampler(cartpole._source).bonus is None and cartpole.config.num_generations == 2
