@@ -3,7 +3,8 @@ tuned hyper-parameters, read from the installed rl_zoo3 package (``hyperparams/p
 
     python benchmarks/control_vs_sb3.py --envs CartPole-v1 Acrobot-v1 MountainCar-v0 LunarLander-v3 --seeds 0 1 2 3 4
 
-Needs the ``bench`` extra (stable-baselines3, rl_zoo3, matplotlib) and, for LunarLander, box2d.
+Needs the ``bench`` and ``control`` extras (``pip install -e ".[bench,control]"``: stable-baselines3,
+matplotlib, rl_zoo3, box2d).
 
 What runs, per env and seed, alternating which system goes first from seed to seed so that
 machine drift hits both alike, each in its own subprocess (so peak memory belongs to one run):
