@@ -2,7 +2,7 @@
 installed `grpo-seq train-env`); this file runs it from a checkout.
 
     python recipes/gym_env.py --env_id Acrobot-v1
-    python recipes/gym_env.py --env_id LunarLander-v3      # pip install "gymnasium[box2d]"
+    python recipes/gym_env.py --env_id LunarLander-v3      # needs box2d: pip install -e ".[control]"
     accelerate launch --multi_gpu --num_processes 2 recipes/gym_env.py --env_id MountainCar-v0
     python recipes/gym_env.py --help                       # every option, with its per-env default
 
