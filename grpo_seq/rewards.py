@@ -23,6 +23,7 @@ import importlib
 import inspect
 import math
 import numbers
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -111,7 +112,9 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
     except ModuleNotFoundError as e:
         if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
             raise RewardFunctionError(
-                f"reward function {spec!r}: no module named {module_name!r} (is its folder on sys.path / PYTHONPATH?); {hint}"
+                f"reward function {spec!r}: no module named {module_name!r} in the working folder ({os.getcwd()}) or on "
+                f"sys.path; run from the folder that holds {module_name.split('.')[0]}/ (or {module_name.split('.')[0]}.py), "
+                f"or add that folder to PYTHONPATH; {hint}"
             ) from e
         # The module exists but something it imports does not: that is the user's bug to see.
         raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
@@ -248,25 +251,12 @@ class RewardScorer:
         where none did), ``batch.reward_components`` (``(B, n_fns)`` unweighted values, NaN where
         a function returned None) and ``batch.metrics["reward/<name>"]`` (each function's
         unweighted mean over the samples it scored)."""
-        b = batch.batch_size
         if batch.text is None:
             raise ValueError("RewardScorer needs batch.text (prompts and completions, one entry per output); "
                              "the sampler did not set it")
         text = batch.text
-        kwargs: dict[str, Any] = {"prompts": text.prompts, "completions": text.completions,
-                                  "completion_ids": text.completion_ids}
-        clash = sorted(set(text.columns) & set(kwargs))
-        if clash:
-            raise RewardFunctionError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
-        kwargs.update(text.columns)
-
-        components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]
-
-        totals = [0.0] * b
-        for values, w in zip(components, self.weights):
-            for i, v in enumerate(values):
-                if v is not None:
-                    totals[i] += w * v
+        totals, components = self.score(text.prompts, text.completions, text.columns, text.completion_ids)
+        b = batch.batch_size
         device = batch.tokens.device
         batch.rewards = torch.tensor(totals, dtype=torch.float32, device=device)
         batch.reward_components = torch.tensor(
@@ -276,6 +266,25 @@ class RewardScorer:
             scored = [v for v in values if v is not None]
             batch.metrics[f"reward/{name}"] = sum(scored) / len(scored)  # _run guarantees at least one
         return batch
+
+    def score(self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Sequence[Any]],
+              completion_ids: Sequence[Sequence[int]] | None = None) -> tuple[list[float], list[list[float | None]]]:
+        """``(totals, components)`` of B completions: each one's weighted sum over the functions
+        that scored it (0.0 where none did), and each function's B values (None: not scored)."""
+        b = len(completions)
+        kwargs: dict[str, Any] = {"prompts": list(prompts), "completions": list(completions),
+                                  "completion_ids": completion_ids}
+        clash = sorted(set(columns) & set(kwargs))
+        if clash:
+            raise RewardFunctionError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
+        kwargs.update(columns)
+        components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]
+        totals = [0.0] * b
+        for values, w in zip(components, self.weights):
+            for i, v in enumerate(values):
+                if v is not None:
+                    totals[i] += w * v
+        return totals, components
 
     @staticmethod
     def _run(fn: Callable, name: str, kwargs: dict[str, Any], b: int) -> list[float | None]:

@@ -1,0 +1,175 @@
+"""Prompt datasets in TRL's formats, from any file or folder a user is likely to hold.
+
+A row has a ``prompt``: a string (TRL's standard format) or a list of chat messages
+(``{"role": ..., "content": ...}``, TRL's conversational format). Every other column reaches the
+reward functions as a keyword argument of the same name, as in TRL. Other layouts name their
+columns: ``prompt_column="question"`` (a string column) and ``answer_column``
+(passed to reward functions as ``answer``).
+
+:func:`read_rows` reads JSONL, JSON, parquet, CSV, a folder written by ``save_to_disk`` or a hub
+id; :func:`prompt_rows` checks every row before the model loads, naming the file and row.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Sequence
+
+from .data import Rows, read_json_rows, row_place
+from .errors import MissingPathError, UsageError
+
+__all__ = ["read_rows", "prompt_rows", "check_prompt", "FILE_FORMATS"]
+
+FILE_FORMATS = (".jsonl", ".json", ".parquet", ".csv")
+
+
+def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> Rows:
+    """Every row of ``dataset``, each remembering where it came from (``FILE line N`` / ``row N``).
+
+    ``dataset``: a ``.jsonl``/``.json``/``.parquet``/``.csv`` file, a folder written by
+    ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``split``), a hub id, or rows
+    already in memory (a ``datasets.Dataset`` or a list of dicts)."""
+    if not isinstance(dataset, (str, Path)):
+        return _in_memory(dataset, "train_dataset")
+    path = Path(dataset).expanduser()
+    flag = f"--dataset {dataset}"
+    if path.suffix in FILE_FORMATS:
+        if not path.is_file():
+            raise MissingPathError(f"{flag}: no such file")
+        if path.suffix in (".json", ".jsonl"):
+            return read_json_rows(path)
+        return _read_parquet(path) if path.suffix == ".parquet" else _read_csv(path)
+    if path.is_dir():
+        return _read_saved(path, split, flag)
+    if path.exists() or str(dataset).startswith((".", "/", "~")):
+        raise UsageError(f"{flag}: not a dataset; give a {', '.join(FILE_FORMATS)} file, a folder written by "
+                         "save_to_disk, or a hub id")
+    return _in_memory(_from_hub(str(dataset), split, config, flag), f"{flag} (split {split})")
+
+
+def _in_memory(rows: Any, source: str) -> Rows:
+    if isinstance(rows, Rows):
+        return rows
+    if hasattr(rows, "to_list"):  # a datasets.Dataset: plain dicts, read once
+        rows = rows.to_list()
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise UsageError(f"{source} row {i + 1}: expected a mapping of column: value, got a {type(row).__name__}")
+    return Rows(rows, [f"{source} row {i + 1}" for i in range(len(rows))])
+
+
+def _read_parquet(path: Path) -> Rows:
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as e:  # pyarrow's errors for a damaged or foreign file
+        raise UsageError(f"{path}: not a readable parquet file ({type(e).__name__}: {e})") from None
+    return Rows(rows, [f"{path} row {i + 1}" for i in range(len(rows))])
+
+
+def _read_csv(path: Path) -> Rows:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        rows, places = [], []
+        for row in reader:
+            if None in row:  # more cells than the header names
+                raise UsageError(f"{path} line {reader.line_num}: more values than the header's "
+                                 f"{len(reader.fieldnames or [])} columns")
+            rows.append(row)
+            places.append(f"{path} line {reader.line_num}")
+    if not rows:
+        raise UsageError(f"{path}: no rows (a CSV file needs a header line and at least one row)")
+    return Rows(rows, places)
+
+
+def _read_saved(path: Path, split: str, flag: str) -> Rows:
+    if not any((path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json")):
+        raise UsageError(f"{flag}: the folder holds no dataset written by save_to_disk; give such a folder or a "
+                         f"{', '.join(FILE_FORMATS)} file")
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(path))
+    if hasattr(ds, "keys"):  # a DatasetDict
+        if split not in ds:
+            raise UsageError(f"{flag}: no split {split!r} (splits: {sorted(ds.keys())}); name one with --dataset_split")
+        ds = ds[split]
+    return _in_memory(ds, f"{path}")
+
+
+def _from_hub(dataset: str, split: str, config: str | None, flag: str) -> Any:
+    from datasets import load_dataset
+
+    try:
+        return load_dataset(dataset, config or None, split=split)
+    except (FileNotFoundError, ValueError, ConnectionError) as e:  # unknown id, config or split; offline
+        raise UsageError(f"{flag}: cannot load it from the hub ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())[:300]}); give a local file or folder, or a hub id") from None
+
+
+def check_prompt(prompt: Any, place: str, column: str) -> None:
+    """Refuse a prompt that is neither a non-empty string nor a non-empty list of chat messages."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise UsageError(f"{place}: empty {column!r}")
+        return
+    if not isinstance(prompt, list) or not prompt:
+        raise UsageError(f"{place}: {column!r} must be a string or a list of chat messages "
+                         f"({{'role': ..., 'content': ...}}), got {prompt!r:.120}")
+    for m in prompt:
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise UsageError(f"{place}: each message of {column!r} needs a string 'role' and 'content', got {m!r:.120}")
+
+
+def _pick_prompt_column(columns: Sequence[str], source: str) -> str:
+    for name in ("prompt", "question"):  # TRL's format, then the question/answer layout
+        if name in columns:
+            return name
+    raise UsageError(f"{source}: no 'prompt' column (TRL's format) and no 'question' column (the question/answer "
+                     f"layout); the first row has {sorted(columns)}: name the prompt's column with --prompt_column")
+
+
+def prompt_rows(
+    rows: Rows, prompt_column: str | None = None, answer_column: str | None = None, system_prompt: str = "",
+    instruction: str = "", as_chat: bool = False, keep_columns: bool = True, source: str = "dataset",
+) -> Rows:
+    """Rows with a ``prompt`` (the sampler's) and the other columns, every row checked now.
+
+    ``prompt_column`` None: ``prompt``, else ``question``. ``answer_column``: a column every row
+    must fill, given to reward functions as ``answer``. A string prompt becomes a chat (``system``
+    message, then the user's prompt with ``instruction`` on a new line) when ``as_chat`` or
+    either text is given; a conversational prompt gets the system message in front when it has
+    none. ``keep_columns`` False keeps only ``prompt`` (and ``answer``) for the reward functions.
+    Raises :class:`UsageError` naming ``source``'s file and row (line) for any bad row.
+    """
+    if len(rows) == 0:
+        raise UsageError(f"{source}: no rows")
+    column = prompt_column or _pick_prompt_column(list(rows[0]), source)
+    out, places = [], []
+    for i, row in enumerate(rows):
+        place = row_place(rows, i, source)
+        for col in (column, answer_column):
+            if col is not None and col not in row:
+                raise UsageError(f"{place}: no {col!r} column (this row has {sorted(row)})")
+        check_prompt(row[column], place, column)
+        if answer_column is not None and (row[answer_column] is None or str(row[answer_column]).strip() == ""):
+            raise UsageError(f"{place}: no {answer_column!r} in row {row!r:.200}")
+        new = {k: v for k, v in row.items() if k not in (column, answer_column)} if keep_columns else {}
+        new["prompt"] = _as_prompt(row[column], system_prompt, instruction, as_chat)
+        if answer_column is not None:
+            new["answer"] = row[answer_column]
+        out.append(new)
+        places.append(place)
+    return Rows(out, places)
+
+
+def _as_prompt(prompt: str | list, system_prompt: str, instruction: str, as_chat: bool) -> str | list:
+    if isinstance(prompt, list):
+        has_system = any(m["role"] == "system" for m in prompt)
+        return prompt if has_system or not system_prompt else [{"role": "system", "content": system_prompt}, *prompt]
+    user = f"{prompt}\n{instruction}" if instruction else prompt
+    if not (as_chat or system_prompt or instruction):
+        return user
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": user}]
