@@ -215,6 +215,8 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(cls)
+    # an unknown or malformed flag: one line, as for every other misuse (not argparse's usage block)
+    parser.error = lambda message: _exit(f"error: {message}; see {parser.prog} --help", 2)  # type: ignore[method-assign]
     parser.add_argument("--config", default=None, metavar="FILE.yaml",
                         help="YAML file of option: value pairs (recipes/configs/ has the defaults); flags override it.")
     pre = argparse.ArgumentParser(add_help=False)

@@ -132,12 +132,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="PNG to write (default: <first run>/curves.png).")
     ap.add_argument("--x", default="step", choices=sorted(_X), help="Horizontal axis.")
     ap.add_argument("--smooth", type=int, default=1, help="Trailing mean over this many points (1: raw).")
+    ap.add_argument("--overwrite", action="store_true", help="Replace the PNG when it exists (a run's own curves.png too).")
     a = ap.parse_args(argv)
     with cli_errors():
         if a.smooth < 1:
             raise ConfigError(f"--smooth: must be >= 1 (1: raw), got {a.smooth}")
         runs = [Path(r).expanduser() for r in a.runs]
         out = Path(a.out).expanduser() if a.out else (runs[0] if runs[0].is_dir() else runs[0].parent) / "curves.png"
+        if out.exists() and not a.overwrite:  # a run's curves.png is the run's record: replaced only when asked
+            raise UsageError(f"{out} exists; give --out FILE.png for a new file, or --overwrite to replace it")
         titles = plot_runs(runs, out, x=a.x, smooth=a.smooth)
     print(f"wrote {out}: {len(titles)} panels ({', '.join(titles)}) for {len(a.runs)} run(s)")
 

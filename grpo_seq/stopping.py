@@ -95,7 +95,9 @@ def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:
         if a.startswith("--resume_from="):
             continue
         kept.append(a)
-    return shlex.join(["python", argv[0], *kept, "--resume_from", str(run_dir)])
+    # an installed command (sys.argv[0] "grpo-seq train-lm") runs as itself, a script through python
+    head = argv[0].split() if argv[0].startswith("grpo-seq ") else ["python", argv[0]]
+    return shlex.join([*head, *kept, "--resume_from", str(run_dir)])
 
 
 @contextlib.contextmanager

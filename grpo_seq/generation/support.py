@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["SUPPORTED_KWARGS", "cache_kwargs", "unwrap_peft", "unsupported_reason"]
+__all__ = ["SUPPORTED_KWARGS", "cache_kwargs", "output_cache", "unwrap_peft", "unsupported_reason"]
 
 # generate() keyword arguments this loop implements; any other one (beams, penalties, custom
 # logits processors or stopping criteria, streamers, ...) sends the call to model.generate.
@@ -37,6 +37,12 @@ def cache_kwargs(model: nn.Module, cache: Any) -> dict[str, Any]:
     it so (transformers 5.x, which warns on every call given ``past_key_values``), else
     ``past_key_values``."""
     return {_cache_name(type(unwrap_peft(model))): cache}
+
+
+def output_cache(output: Any) -> Any:
+    """The KV cache a forward returned, under its name on this transformers (``cache`` on 5.x,
+    where reading ``past_key_values`` warns)."""
+    return next((output[k] for k in ("cache", "past_key_values") if k in output), None)
 
 
 def unsupported_reason(model: nn.Module, generation_kwargs: dict[str, Any]) -> str | None:

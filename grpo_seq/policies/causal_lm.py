@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ..batch import RolloutBatch
 from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
-from ..generation.support import cache_kwargs
+from ..generation.support import cache_kwargs, output_cache
 from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
@@ -179,7 +179,7 @@ class CausalLMPolicy(nn.Module):
         extra = {"logits_to_keep": 1} if logits else {}
         head = run(input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
                    use_cache=True, **extra)
-        cache = head.past_key_values
+        cache = output_cache(head)
         cache.batch_select_indices(inverse)
         t_eff = tokens.shape[1]
         attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
@@ -230,10 +230,10 @@ class CausalLMPolicy(nn.Module):
             return sample_tokens(model, input_ids, attention_mask, num_return_sequences=G, **generation_kwargs)
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
-            cache = model(
+            cache = output_cache(model(
                 input_ids=input_ids[:, :-1], attention_mask=head, position_ids=(head.cumsum(-1) - 1).clamp(min=0),
                 use_cache=True, logits_to_keep=1,
-            ).past_key_values
+            ))
             cache.batch_repeat_interleave(G)
             return model.generate(
                 input_ids=input_ids.repeat_interleave(G, 0), attention_mask=attention_mask.repeat_interleave(G, 0),

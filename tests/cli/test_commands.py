@@ -1,0 +1,116 @@
+"""The installed `grpo-seq` command, end to end on tiny settings (a separate interpreter each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from grpo_seq.disk import disk_use
+from tiny_lm import save_tiny_lm
+
+ROOT = Path(__file__).resolve().parents[2]
+REWARDS = '''
+def sevens(completions, **kwargs):
+    return [c.count("7") / max(1, len(c)) for c in completions]
+
+
+def matches(completions, answer, **kwargs):
+    return [float(a in c) for c, a in zip(completions, answer)]
+'''
+
+
+def grpo_seq(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``grpo-seq ARGS`` run in ``cwd``, as a user runs it: grpo_seq importable, the reward module only from cwd."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    return subprocess.run([sys.executable, "-m", "grpo_seq.commands", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A user's folder: a tiny model, a prompt-column dataset and a reward module beside them."""
+    root = tmp_path_factory.mktemp("user")
+    save_tiny_lm(root / "tiny")
+    (root / "myrewards.py").write_text(REWARDS)
+    (root / "data.jsonl").write_text("".join(json.dumps({"prompt": f"say {i}", "answer": str(i)}) + "\n" for i in range(4)))
+    return root
+
+
+def test_the_script_entry_and_every_help(work):
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["grpo-seq"] == "grpo_seq.commands:main" and "grpo-seq-plot" in scripts
+    for command, option in [([], "train-lm"), (["train-lm"], "--reward_funcs"), (["eval", "lm"], "--reward_funcs"),
+                            (["eval", "env"], "--policy"), (["plot"], "--overwrite"), (["train-env"], "--env_id")]:
+        res = grpo_seq([*command, "--help"], work)
+        assert res.returncode == 0 and option in res.stdout, (command, res.stderr[-2000:])
+
+
+def test_train_lm_then_eval_and_plot(work):
+    run = work / "run"
+    res = grpo_seq(["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens",
+                    "myrewards.matches", "--max_steps", "2", "--max_completion_length", "6", "--output_dir", "run"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "first step:" in res.stderr + res.stdout and "expect about" in res.stderr + res.stdout
+    assert "peak memory" in res.stdout
+    # Disk use: the printed total is every distinct file once; model/ shares the checkpoint's weights.
+    use = disk_use(run)
+    assert f"holds {format_total(use['total'])}" in res.stdout
+    weights = (run / "model" / "model.safetensors").stat()
+    assert weights.st_nlink == 2
+    assert weights.st_ino == (run / "checkpoints" / "step_00000002" / "policy" / "model.safetensors").stat().st_ino
+    files = {p.stat().st_ino: p.stat().st_size for p in run.rglob("*") if p.is_file()}
+    assert use["total"] == sum(files.values())
+    assert not any("Warning" in line for line in res.stderr.splitlines()), res.stderr[-2000:]
+
+    res = grpo_seq(["eval", "lm", "--model", "run/model", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens",
+                    "--max_new_tokens", "4", "--output_dir", "eval"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((work / "eval" / "eval.json").read_text())
+    assert result["n"] == 4 and "rewards/sevens" in result
+    assert len((work / "eval" / "completions.jsonl").read_text().splitlines()) == 4
+
+    before = (run / "curves.png").read_bytes()
+    res = grpo_seq(["plot", "run"], work)  # the run's own curves.png: kept unless asked
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "--overwrite" in res.stderr
+    assert (run / "curves.png").read_bytes() == before
+    assert grpo_seq(["plot", "run", "--out", "mine.png"], work).returncode == 0 and (work / "mine.png").is_file()
+
+
+def format_total(n: int) -> str:
+    from grpo_seq.disk import format_bytes
+
+    return format_bytes(n)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope"], "invalid choice: 'nope'"),
+    (["eval"], "required: TARGET"),
+    (["train-lm", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens"], "--model: give a hub id"),
+    (["train-lm", "--model", "tiny", "--dataset", "nothere.jsonl", "--reward_funcs", "x:y"], "nothere.jsonl: no such file"),
+    (["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "elsewhere.rewards:f"],
+     "run from the folder that holds elsewhere/"),
+    (["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens", "--lr", "1"],
+     "ambiguous option: --lr could match"),
+    (["eval", "lm", "--model", "tiny", "--dataset", "data.jsonl"], "--reward_funcs: give at least one"),
+    (["eval", "env", "--policy", "nothere"], "nothere"),
+])
+def test_every_misuse_is_one_error_line(work, args, message):
+    res = grpo_seq(args, work)
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.stderr[-2000:]
+
+
+def test_train_env_and_eval_env(work):
+    res = grpo_seq(["train-env", "--env_id", "CartPole-v1", "--total_env_steps", "600", "--eval_every", "600",
+                    "--eval_episodes", "2", "--output_dir", "cart"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = grpo_seq(["eval", "env", "--policy", "cart/policy", "--env_id", "CartPole-v1", "--episodes", "2"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(json.loads(res.stdout.strip().splitlines()[-1])["returns"]) == 2
