@@ -12,8 +12,9 @@ chosen on the evidence in docs/experiments.md ("Beyond CartPole"):
 - CartPole: one group of G = 2 episodes per update, Adam at 2e-2, observations in units of the
   termination thresholds. Many small updates learn in the fewest env steps there, since two
   episodes of CartPole nearly always differ in length.
-- Every other env: one group of G = 4 per update, Adam at 5e-3, gamma 0.99 (MountainCar: 4
-  groups, 1e-2; LunarLander: G = 2), observations in the units random play reaches (:func:`grpo_seq.policies.obs_scale.rollout_obs_scale`), and a
+- Every other env: one group of G = 4 per update, Adam at 5e-3, gamma 0.99 (MountainCar: 2
+  groups of G = 8 with whole-episode advantages; LunarLander: G = 2), observations in the units
+  random play reaches (:func:`grpo_seq.policies.obs_scale.rollout_obs_scale`), and a
   small count-based exploration bonus (:class:`grpo_seq.sampling.novelty.NoveltyBonus`) that
   breaks ties: where every episode of a group times out alike (Acrobot, MountainCar before the
   first success) GRPO has nothing to compare, and the bonus tells the members apart by the rarer
@@ -66,16 +67,18 @@ from grpo_seq.tracking import tracker_kwargs
 # for every other env, with per-env budgets and the changes their sweeps supported
 # (docs/experiments.md, "Beyond CartPole").
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, exploration_bonus=0.0,
-                     total_env_steps=50_000, eval_every=5_000),
-    "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, exploration_bonus=0.01,
-                    total_env_steps=500_000, eval_every=10_000),
+    "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
+                     exploration_bonus=0.0, total_env_steps=50_000, eval_every=5_000),
+    "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
+                    exploration_bonus=0.01, total_env_steps=500_000, eval_every=10_000),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     "Acrobot-v1": dict(total_env_steps=200_000, eval_every=5_000),
-    # more groups per update: the reaching policy refines from a less noisy gradient
-    "MountainCar-v0": dict(num_groups=4, learning_rate=1e-2, total_env_steps=400_000, eval_every=10_000),
+    # whole-episode advantages over bigger groups refine a reaching policy steadily (per-step ones
+    # reach -115 fast, then wander); PPO's budget there is 1M env steps too
+    "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="outcome", total_env_steps=1_000_000,
+                           eval_every=10_000),
     # a pair per update, as CartPole: the shaped reward tells two episodes apart
     "LunarLander-v3": dict(num_generations=2, total_env_steps=1_000_000, eval_every=20_000),
 }
@@ -146,10 +149,11 @@ class EnvTrainConfig(GRPOConfig):
         default=None, metadata={"help": f"Start states per step on each process. {PER_ENV}."}
     )
     learning_rate: float | None = field(default=None, metadata={"help": f"Adam learning rate. {PER_ENV}."})
-    advantage: str = field(
-        default="stepwise",
-        metadata={"help": "stepwise (default: returns-to-go compared at equal step indices), outcome (group-"
-                  "normalised episode return) or process (the paper's; blind where every step pays the same)."},
+    advantage: str | None = field(
+        default=None,
+        metadata={"help": "stepwise (returns-to-go compared at equal step indices), outcome (group-normalised "
+                  "episode return) or process (the paper's; blind where every step pays the same). "
+                  f"{PER_ENV}."},
     )
     gamma: float | None = field(
         default=None, metadata={"help": f"Discount inside returns-to-go. {PER_ENV}."}

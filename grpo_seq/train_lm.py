@@ -389,8 +389,9 @@ def finish(lm: LMRun, history: list[dict], seconds: float, loop_state: Callable[
         if curves:
             print(f"learning curves: {curves}")
         print(f"{_peak_memory()}; {seconds / max(1, trainer.step_count):.1f} s a step")
+    trainer.close()  # releases the run folder's lock file: the disk use below is what stays
+    if acc.is_main_process:
         print(disk_use_line(out))
-    trainer.close()
     return summary
 
 

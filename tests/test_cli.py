@@ -48,7 +48,8 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     written = json.loads((tmp_path / "run/config.json").read_text())
     # every value as the file gave it, the flag overriding one; the nulls resolved to CartPole's defaults
-    assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0}
+    assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
+                       "advantage": "stepwise"}
     assert json.loads((tmp_path / "run/summary.json").read_text())["seed"] == 7
 
 
