@@ -179,13 +179,16 @@ def summarise(rows: list[dict], env_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for s in SYSTEMS:
         mine = [r for r in rows if r["env_id"] == env_id and r["system"] == s]
+        if not mine:
+            continue
         out[s] = {"solved": sum(r["solved"] for r in mine), "runs": len(mine),
                   "solved_env_steps": statistics.median(inf_if_none(r["solved_env_steps"]) for r in mine),
                   "solved_seconds": statistics.median(inf_if_none(r["solved_seconds"]) for r in mine),
                   "final_eval_return": statistics.median(r["final_eval_return"] for r in mine),
                   "peak_rss_gib": statistics.median(r["peak_rss_gib"] for r in mine)}
-    out["ratio_solved_seconds"] = ratio(out["ours"]["solved_seconds"], out["sb3"]["solved_seconds"])
-    out["ratio_solved_env_steps"] = ratio(out["ours"]["solved_env_steps"], out["sb3"]["solved_env_steps"])
+    if "ours" in out and "sb3" in out:
+        out["ratio_solved_seconds"] = ratio(out["ours"]["solved_seconds"], out["sb3"]["solved_seconds"])
+        out["ratio_solved_env_steps"] = ratio(out["ours"]["solved_env_steps"], out["sb3"]["solved_env_steps"])
     return out
 
 
@@ -229,6 +232,8 @@ def main() -> None:
     ap.add_argument("--eval_every", type=int, default=None, help="default: per env (%s)" % EVAL_EVERY)
     ap.add_argument("--stop_after", type=int, default=3, help="stop a run this many evaluations after solving (0: never)")
     ap.add_argument("--out", type=Path, default=record.default_out("control_vs_sb3"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the other envs already in --out (re-running one env of the suite)")
     ap.add_argument("--worker", choices=["sb3"], default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     every = lambda env_id: args.eval_every or EVAL_EVERY.get(env_id, 10_000)  # noqa: E731
@@ -240,10 +245,21 @@ def main() -> None:
     import gymnasium as gym
 
     thresholds = {e: float(gym.spec(e).reward_threshold) for e in args.envs}
+    earlier_seeds: dict[str, list[int]] = {}
     runners = {"ours": run_ours, "sb3": run_sb3}
     rows, t0 = [], time.perf_counter()
-    seeds_of = lambda e: args.long_seeds if args.long_seeds and e in LONG else args.seeds  # noqa: E731
-    for env_id in args.envs:
+    if args.merge and args.out.exists():  # the other envs' rows, measured by an earlier run (its meta is replaced)
+        kept = json.loads(args.out.read_text())
+        rows = [r for r in kept["rows"] if r["env_id"] not in args.envs]
+        for r in rows:
+            r.setdefault("from_commit", kept["meta"].get("commit"))
+        args.envs = [e for e in kept["settings"]["envs"] if e not in args.envs] + args.envs
+        thresholds.update(kept["settings"]["thresholds"])
+        earlier_seeds = kept["settings"]["seeds"]
+    fresh = [e for e in args.envs if not any(r["env_id"] == e for r in rows)]
+    seeds_of = lambda e: (earlier_seeds[e] if e not in fresh else  # noqa: E731
+                          args.long_seeds if args.long_seeds and e in LONG else args.seeds)
+    for env_id in fresh:
         for k, seed in enumerate(seeds_of(env_id)):
             for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
                 run = runners[system](env_id, seed, every(env_id), args.stop_after)

@@ -1,17 +1,15 @@
 """CategoricalMLPPolicy's input scale and initialisation."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, load_policy
+from grpo_seq import CategoricalMLPPolicy, load_policy
 from grpo_seq.serialization import save_policy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
-from cartpole import CartPoleConfig, default_obs_scale, make_policy  # noqa: E402
+from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_scale
+from grpo_seq.train_env import EnvTrainConfig, make_policy
 
 SCALE = [2.4, 1.0, 0.2, 4.0]
 
@@ -69,14 +67,17 @@ def test_orthogonal_init_gives_orthogonal_hidden_layers_with_gain_sqrt2():
     assert default.net[0].bias.any()  # torch's default: uniform biases
 
 
-def test_recipe_scales_cartpole_by_its_termination_thresholds_and_leaves_other_envs():
+def test_the_env_program_scales_cartpole_by_its_thresholds_and_other_envs_by_random_play():
     assert default_obs_scale("CartPole-v1") == pytest.approx([2.4, 1.0, 12 * 2 * np.pi / 360, 1.0])
     assert default_obs_scale("Acrobot-v1") is None
-    sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
-    assert make_policy(CartPoleConfig(), sampler).init_kwargs["obs_scale"] == pytest.approx(default_obs_scale("CartPole-v1"))
-    assert make_policy(CartPoleConfig(obs_scale=[1, 1, 1, 1]), sampler).init_kwargs["obs_scale"] == [1, 1, 1, 1]
+    assert make_policy(EnvTrainConfig()).init_kwargs["obs_scale"] == pytest.approx(default_obs_scale("CartPole-v1"))
+    assert make_policy(EnvTrainConfig(obs_scale=[1, 1, 1, 1])).init_kwargs["obs_scale"] == [1, 1, 1, 1]
     with pytest.raises(ValueError, match="--obs_scale has 2 numbers"):
-        make_policy(CartPoleConfig(obs_scale=[1.0, 2.0]), sampler)
+        make_policy(EnvTrainConfig(obs_scale=[1.0, 2.0]))
+    # Acrobot: cos and sin stay within 1; the angular velocities reach several rad/s under random play
+    scale = make_policy(EnvTrainConfig(env_id="Acrobot-v1", seed=3)).init_kwargs["obs_scale"]
+    assert scale == rollout_obs_scale("Acrobot-v1", seed=3)
+    assert all(x <= 1.0 for x in scale[:4]) and scale[4] > 1.0 and scale[5] > 1.0
 
 
 def test_weights_trained_for_another_input_scale_are_refused_by_name(tmp_path):
