@@ -248,6 +248,7 @@ def main() -> None:
     earlier_seeds: dict[str, list[int]] = {}
     runners = {"ours": run_ours, "sb3": run_sb3}
     rows, t0 = [], time.perf_counter()
+    fresh_envs = list(args.envs)
     if args.merge and args.out.exists():  # the other envs' rows, measured by an earlier run (its meta is replaced)
         kept = json.loads(args.out.read_text())
         rows = [r for r in kept["rows"] if r["env_id"] not in args.envs]
@@ -256,6 +257,9 @@ def main() -> None:
         args.envs = [e for e in kept["settings"]["envs"] if e not in args.envs] + args.envs
         thresholds.update(kept["settings"]["thresholds"])
         earlier_seeds = kept["settings"]["seeds"]
+        earlier = kept["meta"]
+        args.earlier_note = (f"rows of {', '.join(e for e in args.envs if e not in fresh_envs)} from an earlier run: "
+                             f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
     fresh = [e for e in args.envs if not any(r["env_id"] == e for r in rows)]
     seeds_of = lambda e: (earlier_seeds[e] if e not in fresh else  # noqa: E731
                           args.long_seeds if args.long_seeds and e in LONG else args.seeds)
@@ -279,7 +283,10 @@ def main() -> None:
 
 def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, float], every, seeds_of) -> None:
     envs = [e for e in args.envs if any(r["env_id"] == e for r in rows)]
-    result = {"meta": record.meta(), "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
+    meta = record.meta()
+    if getattr(args, "earlier_note", None):
+        meta["note"] = args.earlier_note
+    result = {"meta": meta, "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
                                                    "stop_after": args.stop_after,
                                                    "eval_every": {e: every(e) for e in envs},
                                                    "thresholds": thresholds, "eval_episodes": 10, "torch_threads": 1},
