@@ -134,7 +134,13 @@ def control_vs_sb3() -> tuple[str, list]:
                      "peak RSS GiB: ours / SB3"], rows)
             + "\nSeeds: " + "; ".join(f"{e} {', '.join(map(str, v))}" for e, v in st["seeds"].items()) + ".\n\n"
             + plot("control_vs_sb3", "eval return against env steps and seconds, per env"))
-    return text, []
+    others = [e for e in d["summary"] if not e.startswith("CartPole")]
+    solved = {s: sum(d["summary"][e][s]["solved"] for e in others) for s in ("ours", "sb3")}
+    runs = sum(d["summary"][e]["ours"]["runs"] for e in others)
+    headline = [f"{', '.join(others)}: median seconds to solve", "Stable-Baselines3 PPO (rl-zoo3 settings)",
+                "; ".join(f"{e.split('-')[0]} {fmt(d['summary'][e]['ratio_solved_seconds'], '.2f')}x" for e in others)
+                + f"; solved {solved['ours']} of {runs} runs (SB3 {solved['sb3']})"]
+    return text, headline
 
 
 def lm_vs_trl() -> tuple[str, list]:
