@@ -22,11 +22,20 @@ PPO_ONLY = ("gae_lambda", "vf_coef", "clip_range_vf", "normalize_advantage", "us
 # GRPOConfig fields that the surface sets itself (or that belong to the recipes' run folders).
 _NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "save_steps", "save_total_limit",
                "max_nonfinite_steps")
-# recipes/cartpole.py's tuned defaults where a GRPOConfig default is the paper's (docs/experiments.md).
-SURFACE_DEFAULTS: dict[str, Any] = dict(
-    num_generations=2, num_groups=1, learning_rate=2e-2, lr_schedule="linear", adam_beta1=0.5, adam_beta2=0.95,
-    beta=0.0, loss_type="bnpo", advantage="stepwise", gamma=0.98,
-)
+
+
+def _surface_defaults() -> dict[str, Any]:
+    """The env program's algorithm defaults (its config's field defaults, then CartPole's family
+    values), for an env without a registered id; a registered env gets its own (:func:`env_defaults`)."""
+    from ..train_env import ENV_DEFAULTS, EnvTrainConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(EnvTrainConfig)}
+    own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "adam_beta2", "beta", "loss_type")}
+    grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
+    return {**own, **{k: v for k, v in ENV_DEFAULTS["cartpole"].items() if k in grpo}}
+
+
+SURFACE_DEFAULTS: dict[str, Any] = _surface_defaults()
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 CARTPOLE_IDS = ("CartPole-v0", "CartPole-v1")
 
