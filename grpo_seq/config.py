@@ -66,7 +66,7 @@ class GRPOConfig:
         metadata={
             "help": "With beta = 0, an output whose advantage is 0 at every token (its group's rewards all equal) "
             "adds exactly nothing to the gradient: skip its forward and backward passes. The update is unchanged; "
-            "the ratio, clip and entropy statistics then cover the trained outputs only. Has no effect with beta > 0."
+            "the ratio, clip and entropy statistics then cover the trained outputs only. Has no effect with beta > 0 or ent_coef > 0."
         },
     )
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
@@ -76,6 +76,13 @@ class GRPOConfig:
     beta: float = field(
         default=0.04,
         metadata={"help": "KL coefficient against the frozen reference policy; 0 builds no reference at all."},
+    )
+    ent_coef: float = field(
+        default=0.0,
+        metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each scored token, "
+                  "aggregated as loss_type says (Stable-Baselines3's ent_coef). It keeps a policy from turning "
+                  "deterministic before its group comparisons have told its actions apart. Needs a policy whose "
+                  "entropy carries a gradient (the MLP policies); 0 turns it off."},
     )
     ref_sync_steps: int = field(
         default=0,
@@ -189,6 +196,8 @@ class GRPOConfig:
             fail("epsilon_high", "must be > 0")
         if self.beta < 0:
             fail("beta", "must be >= 0")
+        if self.ent_coef < 0:
+            fail("ent_coef", "must be >= 0 (0: no entropy bonus)")
         if self.ref_sync_steps < 0:
             fail("ref_sync_steps", "must be >= 0")
         if self.loss_type not in LOSS_TYPES:

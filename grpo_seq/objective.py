@@ -2,6 +2,8 @@
 
     J = 1/G sum_i 1/|o_i| sum_t [ min(r_it A_it, clip(r_it, 1-eps, 1+eps) A_it) - beta KL_it ]
 
+(plus ``c H_it``, an entropy bonus, where asked: not in the paper; PPO's and Stable-Baselines3's),
+
 with ``r_it = pi_theta / pi_old`` per token and the k3 estimator
 ``KL_it = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1`` against a frozen reference.
 No model and no optimizer live here: every function takes per-token tensors shaped
@@ -129,8 +131,14 @@ def grpo_loss(
     max_len: int | None = None,
     num_outputs: int | None = None,
     num_tokens: int | Tensor | None = None,
+    ent_coef: float = 0.0,
+    entropy_t: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Negative GRPO objective (to minimise) and detached per-token statistics.
+
+    With ``ent_coef`` > 0 the per-token objective gains ``ent_coef * H_t`` (``entropy_t``, the
+    policy's entropy at each token, differentiable), aggregated like the rest: the entropy bonus
+    of PPO (Schulman et al. 2017, equation 9), whose sign keeps the policy from collapsing early.
 
     Returns ``(loss, stats)`` where ``stats`` holds ``kl`` (masked mean k3, 0 when beta is 0
     and no reference is given), ``clip_fraction`` and ``ratio`` (masked means).
@@ -144,6 +152,10 @@ def grpo_loss(
     kl_t = k3_kl(logp_t, ref_logp_t) if ref_logp_t is not None else None
     if beta > 0:
         objective_t = objective_t - beta * kl_t
+    if ent_coef > 0:
+        if entropy_t is None:
+            raise ValueError("ent_coef > 0 needs the per-token entropies (entropy_t)")
+        objective_t = objective_t + ent_coef * entropy_t
     loss = -aggregate(objective_t, mask_t, loss_type, max_len, num_outputs, num_tokens)
 
     with torch.no_grad():

@@ -29,7 +29,7 @@ from .advantages import compute_advantages
 from .batch import RolloutBatch
 from .config import GRPOConfig
 from .diagnostics import SignalWatch
-from .errors import NonFiniteError
+from .errors import ConfigError, NonFiniteError
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files
@@ -95,6 +95,9 @@ class GRPOTrainer:
                 f"sampler draws {sampler.num_groups} groups of {sampler.group_size} but GRPOConfig says "
                 f"num_groups={config.num_groups}, num_generations={config.num_generations}"
             )
+        if config.ent_coef > 0 and not getattr(policy, "entropy_has_grad", False):
+            raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {type(policy).__name__} gives no entropy with a "
+                              "gradient (a language model's is a statistic only); set ent_coef to 0")
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
         # A missing or damaged --resume_from is refused before anything is created or written.
         self._resume_folder = ckpt.resolve_checkpoint(config.resume_from) if config.resume_from else None
@@ -227,9 +230,9 @@ class GRPOTrainer:
     def _rows_with_gradient(self, batch: RolloutBatch) -> Tensor:
         """``(B,)`` bool: the outputs whose loss has a gradient. With beta = 0 the loss of a token is
         ``-min(r A, clip(r) A)``, exactly 0 with a zero gradient where A = 0: an output with A = 0 at
-        every token (a group whose rewards are all equal) needs no forward or backward pass. The
-        loss keeps the whole batch's counts in its denominators, so the update does not change."""
-        if self.config.skip_zero_advantage and self.config.beta == 0:
+        every token (a group whose rewards are all equal) needs no forward or backward pass (unless
+        an entropy bonus gives every token a gradient). The loss keeps the whole batch's counts in its denominators, so the update does not change."""
+        if self.config.skip_zero_advantage and self.config.beta == 0 and self.config.ent_coef == 0:
             return ((batch.advantages != 0) & batch.mask).any(-1)
         return torch.ones(batch.batch_size, dtype=torch.bool, device=batch.tokens.device)
 
@@ -323,6 +326,7 @@ class GRPOTrainer:
         loss, stats = grpo_loss(
             logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
             beta=cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
+            ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
         return loss, stats

@@ -112,3 +112,24 @@ def test_kl_term_enters_with_beta():
     assert stats["kl"].item() == pytest.approx(kl)
     with pytest.raises(ValueError, match="reference"):
         grpo_loss(logp, logp, torch.ones(1, 1), m, eps_low=0.2, beta=0.1)
+
+
+def test_entropy_bonus_enters_with_ent_coef_and_raises_entropy():
+    # Two outputs (lengths 2 and 1), ratio 1, A = 0: the clipped term is 0 and its gradient too,
+    # so the loss is -ent_coef * aggregate(H). Entropies 0.5, 0.3 | 0.9; grpo aggregation:
+    # mean_i(mean_t H) = ((0.5 + 0.3) / 2 + 0.9) / 2 = 0.65 -> loss = -0.1 * 0.65 = -0.065.
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.3, 0.0], [0.0, 0.0]]], requires_grad=True)
+    logp = token_logprobs(logits, torch.zeros(2, 2, dtype=torch.long))
+    ent = token_entropy(logits)
+    m = torch.tensor([[1, 1], [1, 0]], dtype=torch.bool)
+    loss, _ = grpo_loss(logp, logp.detach(), torch.zeros(2, 2), m, eps_low=0.2, ent_coef=0.1, entropy_t=ent)
+    expected = -0.1 * ((ent[0, 0] + ent[0, 1]) / 2 + ent[1, 0]) / 2
+    assert loss.item() == pytest.approx(expected.item())
+    # Minimising it moves the most confident row (logits 2, 0) toward uniform: its gap shrinks.
+    loss.backward()
+    assert logits.grad[0, 0, 0] > 0 > logits.grad[0, 0, 1]
+    # Without the coefficient the entropy is ignored; with it but no entropies, refused.
+    plain, _ = grpo_loss(logp, logp.detach(), torch.zeros(2, 2), m, eps_low=0.2, entropy_t=ent)
+    assert plain.item() == 0.0
+    with pytest.raises(ValueError, match="entropies"):
+        grpo_loss(logp, logp.detach(), torch.zeros(2, 2), m, eps_low=0.2, ent_coef=0.1)

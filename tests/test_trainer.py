@@ -363,3 +363,29 @@ def test_a_run_without_signal_says_so_once(caplog):
     assert rows[-1]["reward/flat_steps_in_a_row"] == 10.0 and rows[-1]["perf/trained_fraction"] == 0.0
     assert trainer.signal.message.startswith("no learning signal")
     assert sum("no learning signal" in r.message for r in caplog.records) == 1
+
+
+def test_an_entropy_bonus_trains_every_output_and_keeps_the_policy_spread():
+    # Process advantages are 0 on CartPole (every step pays 1), so only the bonus moves the weights:
+    # nothing is skipped, and a policy started far from uniform (head bias 3 for "left":
+    # p = 0.95, entropy about 0.2 nats) is pushed back toward it.
+    trainer = make_trainer(advantage="process", ent_coef=0.5, learning_rate=5e-2)
+    with torch.no_grad():
+        trainer.policy.net[-1].bias.copy_(torch.tensor([3.0, 0.0]))
+    first = trainer.step()
+    assert first["perf/trained_fraction"] == 1.0 and first["loss/grad_norm"] > 0
+    for _ in range(5):
+        last = trainer.step()
+    assert first["policy/entropy"] < 0.3 and last["policy/entropy"] > first["policy/entropy"] + 0.2
+
+
+def test_ent_coef_is_refused_for_a_policy_without_a_differentiable_entropy():
+    class NoEntropyGrad(CategoricalMLPPolicy):
+        entropy_has_grad = False
+
+    cfg = GRPOConfig(num_groups=1, num_generations=2, beta=0.0, ent_coef=0.01)
+    sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
+    with pytest.raises(ValueError, match=r"GRPOConfig.ent_coef=0.01: NoEntropyGrad gives no entropy"):
+        GRPOTrainer(cfg, NoEntropyGrad(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
+    with pytest.raises(ValueError, match="ent_coef: must be >= 0"):
+        GRPOConfig(ent_coef=-0.1)

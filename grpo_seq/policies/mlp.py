@@ -35,6 +35,9 @@ class CategoricalMLPPolicy(nn.Module):
             (Stable-Baselines3's and CleanRL's PPO init) instead of torch's uniform default.
     """
 
+    # its forward's entropies are differentiable, so GRPOConfig.ent_coef can train on them
+    entropy_has_grad = True
+
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False):
         super().__init__()

@@ -83,7 +83,7 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
                          "GRPOConfig's; see the argument table in docs/guides/sb3.md)")
     kw = {**SURFACE_DEFAULTS, **env_defaults(env_id), **ours}
     for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
-                           ("group_size", "num_generations")):
+                           ("group_size", "num_generations"), ("ent_coef", "ent_coef")):
         if sb3.get(sb3_name) is not None:
             kw[name] = sb3[sb3_name]
     if sb3.get("learning_rate") is not None:
@@ -105,10 +105,8 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
 
 
 def warn_ignored(sb3: dict[str, Any], ppo_only: dict[str, Any]) -> None:
-    """One warning naming every PPO-only argument given, and ent_coef when it is not 0."""
+    """One warning naming every PPO-only argument given."""
     names = sorted(ppo_only)
-    if sb3.get("ent_coef"):
-        names.append(f"ent_coef={sb3['ent_coef']} (no entropy bonus in this loss)")
     if names:
         warnings.warn(f"GRPO ignores these PPO arguments (no critic or value function here): {', '.join(names)}",
                       UserWarning, stacklevel=3)

@@ -63,7 +63,7 @@ class GRPO:
     | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
     | ``group_size`` (not in PPO) | ``num_generations`` (G) |
     | ``max_grad_norm`` | ``max_grad_norm`` |
-    | ``ent_coef`` | none: the loss has no entropy bonus; a non-zero value is warned about and ignored |
+    | ``ent_coef`` | ``ent_coef``: the entropy bonus, added to the objective per token |
     | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: the CPU, faster for a small MLP) |
     | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
     | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |

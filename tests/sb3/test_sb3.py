@@ -63,8 +63,10 @@ def test_ppo_only_arguments_warned_unknown_refused():
         GRPO("MlpPolicy", "CartPole-v1", bogus_arg=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model = GRPO("MlpPolicy", "CartPole-v1", n_epochs=3, clip_range=0.1, gamma=0.9, num_groups=2, seed=0)
+        model = GRPO("MlpPolicy", "CartPole-v1", n_epochs=3, clip_range=0.1, gamma=0.9, num_groups=2, seed=0,
+                     ent_coef=0.01)
     assert (model.config.mu, model.config.epsilon, model.config.gamma, model.config.num_groups) == (3, 0.1, 0.9, 2)
+    assert model.config.ent_coef == 0.01  # SB3's entropy bonus is ours, not a PPO-only argument
 
 
 def test_policy_kwargs_map_to_the_mlp():
