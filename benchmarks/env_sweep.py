@@ -69,13 +69,22 @@ def main() -> None:
     ap.add_argument("--after", type=int, default=3, help="evaluations kept after solving")
     ap.add_argument("--out", type=Path, default=record.default_out("cartpole_sweep"),
                     help="JSON: one summary per config, each with every run and the meta block (default: %(default)s)")
+    ap.add_argument("--descriptions", nargs="+", default=None,
+                    help="one phrase per config naming it in words (the experiments page's first column)")
+    ap.add_argument("--from_records", nargs="+", type=Path, default=None,
+                    help="run nothing: gather the configs of earlier sweeps' JSON files, in order, into one --question "
+                         "record (each keeps its own meta: command, date, commit)")
     ap.add_argument("--question", default=None,
                     help="write the record as {question, meta, results}, the experiments page's layout")
     a = ap.parse_args()
+    if a.descriptions is not None and not a.from_records and len(a.descriptions) != len(a.configs):
+        ap.error(f"--descriptions: {len(a.descriptions)} given for {len(a.configs)} --configs (one each)")
+    if a.from_records:
+        return assemble(a)
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
     results, meta = [], record.meta()
-    for text in a.configs:
+    for k, text in enumerate(a.configs):
         overrides = json.loads(text)
         rows = []
         for seed in a.seeds:
@@ -86,6 +95,8 @@ def main() -> None:
         summary = {"config": overrides, "meta": meta, "solved": sum(s < float("inf") for s in steps), "runs": len(rows),
                    "median_env_steps": statistics.median(steps), "max_env_steps": max(steps),
                    "runs_staying_solved": sum(later), "rows": rows}
+        if a.descriptions:
+            summary["description"] = a.descriptions[k]
         results.append(summary)
         print(f"SUMMARY {json.dumps(overrides)}: solved {summary['solved']}/{len(rows)}, median "
               f"{summary['median_env_steps']:.0f} env steps, max {summary['max_env_steps']:.0f}, "
@@ -93,6 +104,28 @@ def main() -> None:
         if a.out:  # after every config, so a long sweep cut short keeps what it measured
             doc = {"question": a.question, "meta": meta, "results": results} if a.question else results
             record.prepare(a.out).write_text(json.dumps(doc, indent=2, default=lambda v: None))
+
+
+def assemble(a: argparse.Namespace) -> None:
+    """One experiments-page record from the configs of earlier sweeps (``--from_records``): rows in
+    the order given, ``--descriptions`` naming them; the record's meta lists this command and each
+    row's own, and every row keeps the meta of the run that measured it."""
+    entries = []
+    for path in a.from_records:
+        doc = json.loads(path.read_text())
+        entries += doc["results"] if isinstance(doc, dict) else doc
+    if a.descriptions is not None and len(a.descriptions) != len(entries):
+        raise SystemExit(f"--descriptions: {len(a.descriptions)} given for {len(entries)} configs in --from_records")
+    for k, entry in enumerate(entries):
+        if a.descriptions:
+            entry["description"] = a.descriptions[k]
+    meta = record.meta()
+    meta["command"] = [meta["command"], *dict.fromkeys(e["meta"]["command"] for e in entries)]
+    meta["note"] = ("gathered from earlier sweeps by the first command; the rows were measured by the commands below it, "
+                    "in order (one command may hold several rows), and each row's own meta holds its date and commit")
+    record.prepare(a.out).write_text(json.dumps({"question": a.question, "meta": meta, "results": entries}, indent=2,
+                                                default=lambda v: None))
+    print(f"wrote {a.out}: {len(entries)} configs")
 
 
 if __name__ == "__main__":

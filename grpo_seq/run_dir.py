@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
 # What a run leaves in its folder; any of them present means the folder holds a run.
-RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "policy", "model", "completions",
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "policy", "policy_best", "model", "completions",
              "curves.png", "agent.gif", "agent.mp4")
 
 

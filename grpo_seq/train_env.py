@@ -13,7 +13,8 @@ chosen on the evidence in docs/experiments.md ("Beyond CartPole"):
   termination thresholds. Many small updates learn in the fewest env steps there, since two
   episodes of CartPole nearly always differ in length.
 - Every other env: one group of G = 4 per update, Adam at 5e-3, gamma 0.99 (MountainCar: 2
-  groups of G = 8 with whole-episode advantages; LunarLander: G = 2), observations in the units
+  groups of G = 8 with whole-episode advantages, centred but not divided by the group's std, Adam
+  at 1e-2 with beta2 0.999; LunarLander: G = 2), observations in the units
   random play reaches (:func:`grpo_seq.policies.obs_scale.rollout_obs_scale`), and a
   small count-based exploration bonus (:class:`grpo_seq.sampling.novelty.NoveltyBonus`) that
   breaks ties: where every episode of a group times out alike (Acrobot, MountainCar before the
@@ -30,7 +31,7 @@ Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - The loss is a token mean (``bnpo``): a long episode weighs by its steps, not as one output.
 - Adam with momentum 0.5 (beta2 0.95): consecutive batches start from different states and
   disagree; momentum 0.9 keeps pushing one batch's direction for ~10 updates.
-Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/, checkpoints/}. SIGTERM or
+Writes <output_dir>/{config.json, metrics.jsonl, summary.json, policy/, policy_best/, checkpoints/}. SIGTERM or
 Ctrl-C finishes the current step, writes a checkpoint and prints the command that resumes it
 (`--resume_from <output_dir>`); the resumed run repeats the uninterrupted one exactly.
 """
@@ -68,16 +69,22 @@ from grpo_seq.tracking import tracker_kwargs
 # (docs/experiments.md, "Beyond CartPole").
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
-                     exploration_bonus=0.0, total_env_steps=50_000, eval_every=5_000),
+                     scale_rewards=True, adam_beta2=0.95, exploration_bonus=0.0, total_env_steps=50_000,
+                     eval_every=5_000),
     "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
-                    exploration_bonus=0.01, total_env_steps=500_000, eval_every=10_000),
+                    scale_rewards=True, adam_beta2=0.95, exploration_bonus=0.01, total_env_steps=500_000,
+                    eval_every=10_000),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     "Acrobot-v1": dict(total_env_steps=200_000, eval_every=5_000),
     # whole-episode advantages over bigger groups refine a reaching policy steadily (per-step ones
-    # reach -115 fast, then wander); PPO's budget there is 1M env steps too
-    "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="outcome", total_env_steps=1_000_000,
+    # reach -115 fast, then wander); once the car reaches the flag, members differ by a few steps of
+    # chance, which std-scaled advantages and Adam's short memory turned into full-size steps that
+    # undid a reaching policy; centred advantages and beta2 0.999 keep those steps small. PPO's
+    # budget there is 1M env steps too
+    "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="outcome", learning_rate=1e-2,
+                           scale_rewards=False, adam_beta2=0.999, total_env_steps=1_000_000,
                            eval_every=10_000),
     # a pair per update, as CartPole: the shaped reward tells two episodes apart
     "LunarLander-v3": dict(num_generations=2, total_env_steps=1_000_000, eval_every=20_000),
@@ -111,6 +118,12 @@ class EnvTrainConfig(GRPOConfig):
     )
     stop_after_solved: int = field(
         default=0, metadata={"help": "Stop this many evaluations after the first one that solves (0: use the whole budget)."}
+    )
+    keep_best: bool = field(
+        default=True,
+        metadata={"help": "Also save the policy of the best evaluation so far to <output_dir>/policy_best/ (as "
+                  "Stable-Baselines3's EvalCallback does with best_model_save_path): a policy that drifts after "
+                  "solving still leaves its best behind. The summary names its return and env steps."},
     )
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
     obs_scale: list[float] = field(
@@ -166,9 +179,16 @@ class EnvTrainConfig(GRPOConfig):
                                "and disagree, and momentum 0.9 keeps pushing one batch's direction for ~10 updates "
                                "(docs/experiments.md)."}
     )
-    adam_beta2: float = field(
-        default=0.95, metadata={"help": "Adam's decay rate of the squared gradient's running mean (0.95 beside beta1 "
-                                "0.5, docs/experiments.md)."}
+    adam_beta2: float | None = field(
+        default=None, metadata={"help": "Adam's decay rate of the squared gradient's running mean: 0.95 beside beta1 "
+                                "0.5 (docs/experiments.md); MountainCar's 0.999 remembers the informative batches, so "
+                                f"the step stays small while batches carry only noise. {PER_ENV}."}
+    )
+    scale_rewards: bool | None = field(
+        default=None,
+        metadata={"help": "Divide advantages by the group's std (false: centre only, as Dr. GRPO). Unscaled, a "
+                  "group whose members differ by a step or two of chance moves the policy by that little, "
+                  f"not by a unit-sized advantage. {PER_ENV}."},
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(
@@ -180,7 +200,7 @@ class EnvTrainConfig(GRPOConfig):
     # Budgets, evaluation and how the run is computed may change on --resume_from; the policy's
     # shape and the algorithm may not (GRPOTrainer.resume refuses those, naming each).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
-        "total_env_steps", "eval_every", "eval_episodes", "solved_return", "stop_after_solved", "record",
+        "total_env_steps", "eval_every", "eval_episodes", "solved_return", "stop_after_solved", "record", "keep_best",
         "torch_threads", "use_cpu",
     }
 
@@ -274,6 +294,7 @@ def train(args: EnvTrainConfig) -> None:
     solved_at: dict | None = state.get("solved_at")
     last_eval = state.get("last_eval")
     evals_after_solved = state.get("evals_after_solved", 0)
+    best: dict | None = state.get("best")  # the best evaluation so far: return, env steps
     next_eval = state.get("next_eval", args.eval_every)
     evaluate.seed = state.get("eval_seed", evaluate.seed)
     start = time.perf_counter() - state.get("elapsed", 0.0)
@@ -281,7 +302,7 @@ def train(args: EnvTrainConfig) -> None:
     def loop_state() -> dict:
         return {"eval_seconds": eval_seconds, "solved_at": solved_at, "last_eval": last_eval, "next_eval": next_eval,
                 "eval_seed": evaluate.seed, "elapsed": time.perf_counter() - start,
-                "evals_after_solved": evals_after_solved}
+                "evals_after_solved": evals_after_solved, "best": best}
 
     def done() -> bool:
         return trainer.env_steps >= args.total_env_steps or bool(
@@ -306,6 +327,10 @@ def train(args: EnvTrainConfig) -> None:
                 elapsed = time.perf_counter() - start
                 trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.env_steps, "eval/return": last_eval,
                              "eval/seed": evaluate.last_seed, "perf/wall_seconds": elapsed})
+                if best is None or last_eval > best["return"]:
+                    best = {"return": last_eval, "env_steps": trainer.env_steps}
+                    if args.keep_best:
+                        trainer.save(Path(args.output_dir, "policy_best"))
                 if solved_at is not None:
                     evals_after_solved += 1
                 elif last_eval >= args.solved_return:
@@ -337,6 +362,9 @@ def train(args: EnvTrainConfig) -> None:
         "solved_seconds": solved_at["seconds"] if solved_at else None,
         "solved_train_seconds": solved_at["train_seconds"] if solved_at else None,
         "final_eval_return": last_eval,
+        "best_eval_return": best["return"] if best else None,
+        "best_eval_env_steps": best["env_steps"] if best else None,
+        "best_policy": str(Path(args.output_dir, "policy_best")) if best and args.keep_best else None,
         "no_signal": trainer.signal.message,  # the no-learning-signal warning, if the run ever gave it
         "env_steps": trainer.env_steps,
         "iterations": trainer.step_count,

@@ -30,7 +30,7 @@ def _surface_defaults() -> dict[str, Any]:
     from ..train_env import ENV_DEFAULTS, EnvTrainConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(EnvTrainConfig)}
-    own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "adam_beta2", "beta", "loss_type")}
+    own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "beta", "loss_type")}
     grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
     return {**own, **{k: v for k, v in ENV_DEFAULTS["cartpole"].items() if k in grpo}}
 

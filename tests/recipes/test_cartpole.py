@@ -23,7 +23,7 @@ def test_cartpole_help_lists_every_option():
     from grpo_seq import GRPOConfig
 
     recipe_only = ["env_id", "total_env_steps", "eval_every", "eval_episodes", "solved_return", "hidden_sizes",
-                   "obs_scale", "orthogonal_init"]
+                   "obs_scale", "orthogonal_init", "keep_best"]
     for name in [f.name for f in dataclasses.fields(GRPOConfig)] + recipe_only:
         assert f"--{name}" in out.stdout, name
 
@@ -53,6 +53,13 @@ def test_cartpole_recipe_writes_summary_metrics_and_policy(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["mean_return"] == summary["final_eval_return"]
     assert json.loads((out_dir / "config.json").read_text())["seed"] == 5
+    # policy_best/ holds the policy of the best evaluation: the first one reaching the maximum
+    best = next(r for r in eval_rows if r["eval/return"] == max(e["eval/return"] for e in eval_rows))
+    assert (summary["best_eval_return"], summary["best_eval_env_steps"]) == (best["eval/return"], best["perf/tokens_total"])
+    res = run([sys.executable, "-m", "grpo_seq.evaluation", "--policy", summary["best_policy"],
+               "--seed", str(best["eval/seed"]), "--episodes", "10"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["mean_return"] == summary["best_eval_return"]
 
 
 def test_cartpole_recipe_runs_another_discrete_env(tmp_path):
