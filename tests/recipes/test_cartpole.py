@@ -87,3 +87,19 @@ def test_cartpole_recipe_same_seed_same_metrics_other_seed_differs(tmp_path):
     a, b, c = (_metrics_without_timing(tmp_path / n) for n in "abc")
     assert a == b
     assert a[0] != c[0]
+
+
+def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
+    from grpo_seq.cli import parse_config
+    from grpo_seq.train_env import EnvTrainConfig
+
+    def algo(argv):
+        c = parse_config(EnvTrainConfig, argv)
+        return c.scale_rewards, c.adam_beta2, c.learning_rate, c.advantage, c.num_generations
+
+    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (mountaincar_stability.json)
+    assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "outcome", 8)
+    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
+    # CartPole and the rest keep std-scaled advantages and beta2 0.95
+    assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
+    assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 4)
