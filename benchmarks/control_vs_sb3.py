@@ -197,6 +197,7 @@ def plot(rows: list[dict], envs: list[str], thresholds: dict[str, float], path: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     colours = {"ours": "tab:blue", "sb3": "tab:orange"}
     labels = {"ours": "grpo-seq (ours)", "sb3": "SB3 PPO (rl-zoo3)"}
@@ -210,6 +211,8 @@ def plot(rows: list[dict], envs: list[str], thresholds: dict[str, float], path: 
                         alpha=0.8, label=None if s in seen else labels[s])
                 seen.add(s)
             ax.axhline(thresholds[env_id], color="grey", ls="--", lw=0.8)
+            if x == "env_steps":  # 1e5-sized ticks run into each other at this width
+                ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1000:g}k"))
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
             if i == 0:
