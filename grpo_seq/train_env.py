@@ -188,7 +188,9 @@ class EnvTrainConfig(GRPOConfig):
         default=None,
         metadata={"help": "Divide advantages by the group's std (false: centre only, as Dr. GRPO). Unscaled, a "
                   "group whose members differ by a step or two of chance moves the policy by that little, "
-                  f"not by a unit-sized advantage. {PER_ENV}."},
+                  f"not by a unit-sized advantage. {PER_ENV}.",
+                  # argparse: a bare --scale_rewards means true, as for the other bool options
+                  "nargs": "?", "const": True},
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(

@@ -100,6 +100,8 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (cartpole_sweep/mountaincar_defaults.json)
     assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "outcome", 8)
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
+    # a bare flag means true, as for the other bool options
+    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
     # CartPole and the rest keep std-scaled advantages and beta2 0.95
     assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
     assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 4)
