@@ -138,7 +138,7 @@ def process_advantages(step_rewards_t: Tensor, mask_t: Tensor) -> Tensor:
 
 
 def stepwise_return_advantages(
-    step_rewards_t: Tensor, mask_t: Tensor, gamma: float = 1.0, scale_by_std: bool = True
+    step_rewards_t: Tensor, mask_t: Tensor, gamma: float = 1.0, scale_by_std: bool = True, absorb_ended: bool = False
 ) -> Tensor:
     """Per-step advantages that compare group members at the same step index.
 
@@ -151,11 +151,20 @@ def stepwise_return_advantages(
     A step where fewer than two members are running, or where all running members have the
     same return-to-go, gets advantage 0.
 
+    With ``absorb_ended`` a member whose episode has ended stays in the comparison at every later
+    step of its group, with return-to-go 0 (an ended episode sits in an absorbing state that pays
+    nothing). The members that run on are then compared with it rather than with nobody: a
+    member that lingers where the others have finished (hovering, jittering on the ground)
+    learns whether its remaining steps pay more or less than stopping would. Without it, every
+    step past the second-longest member's end has advantage 0 and is never trained.
+
     Args:
         step_rewards_t: ``(num_groups, G, T)`` reward of each step.
         mask_t: ``(num_groups, G, T)``, 1 where the step is part of the output.
         gamma: discount inside the return-to-go.
         scale_by_std: divide by the per-step std (Bessel-corrected); ``False`` only centres.
+        absorb_ended: compare at step t every member of a group in which anyone is still running,
+            an ended member with ``R_it = 0``.
 
     Returns:
         ``(num_groups, G, T)`` advantages, 0 on masked-out steps.
@@ -163,11 +172,13 @@ def stepwise_return_advantages(
     _check_mask(step_rewards_t, mask_t, "step_rewards_t")
     mask_t = mask_t.float()
     r_t = step_rewards_t.float() * mask_t
-    ret_t = discounted_returns(r_t, gamma)
-    n = mask_t.sum(dim=1, keepdim=True)  # (num_groups, 1, T): members running at step t
-    mean = (ret_t * mask_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
-    centred_t = (ret_t - mean) * mask_t
-    flat = all_equal(ret_t, mask_t, 1)  # also True where fewer than two members are running
+    ret_t = discounted_returns(r_t, gamma)  # 0 past a member's end: its rewards there are masked out
+    # the members compared at step t: those running or, with absorb_ended, all of a group still going
+    cmp_t = (mask_t.amax(dim=1, keepdim=True) * torch.ones_like(mask_t)) if absorb_ended else mask_t
+    n = cmp_t.sum(dim=1, keepdim=True)  # (num_groups, 1, T)
+    mean = (ret_t * cmp_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
+    centred_t = (ret_t - mean) * cmp_t
+    flat = all_equal(ret_t, cmp_t, 1)  # also True where fewer than two members are compared
     if scale_by_std:
         std = ((centred_t**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
         centred_t = centred_t / torch.where(flat, torch.ones_like(std), std)
@@ -177,7 +188,8 @@ def stepwise_return_advantages(
 def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
     """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says:
     ``outcome`` from ``batch.rewards``, ``process`` or ``stepwise`` from ``batch.step_rewards``
-    (``config.scale_rewards`` and ``config.gamma`` apply as in the functions above)."""
+    (``config.scale_rewards``, ``config.gamma`` and ``config.absorb_ended`` apply as in the
+    functions above)."""
     G, mask = batch.group_size, batch.mask
     if config.advantage == "outcome":
         adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards).reshape(-1)
@@ -189,5 +201,5 @@ def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
     if config.advantage == "process":
         adv_t = process_advantages(r_t, m_t)
     else:
-        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards)
+        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards, config.absorb_ended)
     return adv_t.reshape(mask.shape)

@@ -107,6 +107,14 @@ class GRPOConfig:
         default=True, metadata={"help": "Divide advantages by the group std (False: Dr. GRPO, centring only)."}
     )
     gamma: float = field(default=1.0, metadata={"help": "Discount inside returns-to-go (advantage=stepwise only)."})
+    absorb_ended: bool = field(
+        default=False,
+        metadata={
+            "help": "advantage=stepwise: a member whose episode has ended stays in its group's comparison at later "
+            "steps with return-to-go 0 (an absorbing state), so a member that runs on past the others is compared "
+            "with stopping instead of with nobody (False: those steps get advantage 0 and are never trained)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed of every RNG (python, numpy, torch, the samplers)."})
     output_dir: str | None = field(
         default=None, metadata={"help": "Run folder for metrics.jsonl, config.json, checkpoints and the saved policy."}

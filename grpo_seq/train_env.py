@@ -21,7 +21,10 @@ chosen on the evidence in docs/experiments.md ("Beyond CartPole"):
   first success) GRPO has nothing to compare, and the bonus tells the members apart by the rarer
   states they reached. Advantages are divided by the group's std, so the tie-breaker's size does
   not matter where it is the only difference, and it is too small to matter where the env's
-  rewards differ. The solved threshold is the env spec's ``reward_threshold``.
+  rewards differ. A member whose episode has ended stays in its group's step-wise comparison with
+  return-to-go 0 (``absorb_ended``): a LunarLander lander that hovers or jitters on the ground
+  after its partner has landed is compared with stopping, where otherwise its remaining steps
+  would never be trained. The solved threshold is the env spec's ``reward_threshold``.
 
 Where this departs from the paper (DeepSeekMath section 4.1), and why:
 - beta = 0, so no reference model: the reference would be the random initial policy.
@@ -69,11 +72,11 @@ from grpo_seq.tracking import tracker_kwargs
 # (docs/experiments.md, "Beyond CartPole").
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
-                     scale_rewards=True, adam_beta2=0.95, exploration_bonus=0.0, total_env_steps=50_000,
-                     eval_every=5_000),
+                     scale_rewards=True, absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
+                     total_env_steps=50_000, eval_every=5_000),
     "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
-                    scale_rewards=True, adam_beta2=0.95, exploration_bonus=0.01, total_env_steps=500_000,
-                    eval_every=10_000),
+                    scale_rewards=True, absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
+                    total_env_steps=500_000, eval_every=10_000),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 ENV_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -190,6 +193,14 @@ class EnvTrainConfig(GRPOConfig):
                   "group whose members differ by a step or two of chance moves the policy by that little, "
                   f"not by a unit-sized advantage. {PER_ENV}.",
                   # argparse: a bare --scale_rewards means true, as for the other bool options
+                  "nargs": "?", "const": True},
+    )
+    absorb_ended: bool | None = field(
+        default=None,
+        metadata={"help": "advantage=stepwise: a member whose episode has ended stays in its group's comparison at "
+                  "later steps with return-to-go 0, so a member that runs on (hovering, jittering on the ground) "
+                  "is compared with stopping; otherwise steps past the second-longest member's end get advantage 0 "
+                  f"and are never trained. {PER_ENV}.",
                   "nargs": "?", "const": True},
     )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})

@@ -76,6 +76,27 @@ def test_stepwise_return_advantages_hand_computed():
     torch.testing.assert_close(stepwise_return_advantages(r, m), expected)
 
 
+def test_stepwise_absorb_ended_compares_the_survivors_with_the_ended_at_zero():
+    # The same three episodes as above, an ended member counting with return-to-go 0.
+    # t = 0: unchanged, [1, 0, -1]
+    # t = 1: values 2, 1, 0 (m2 ended) -> [1, 0, -1]; m2's advantage is masked out -> [1, 0, 0]
+    # t = 2: values 1, 0, 0; mean 1/3; centred [2/3, -1/3, -1/3]; std sqrt((4/9 + 1/9 + 1/9)/2) = sqrt(1/3)
+    #        -> m0 gets (2/3) / sqrt(1/3) = 2 / sqrt(3), where without absorb_ended it got 0
+    r = torch.ones(1, 3, 3)
+    m = torch.tensor([[[1, 1, 1], [1, 1, 0], [1, 0, 0]]], dtype=torch.bool)
+    expected = torch.tensor([[[1.0, 1.0, 2 / math.sqrt(3)], [0.0, 0.0, 0.0], [-1.0, 0.0, 0.0]]])
+    torch.testing.assert_close(stepwise_return_advantages(r, m, absorb_ended=True), expected)
+    # centred only, a member lingering at a cost: m0 pays -1 at t = 1, 2 after m1 ended at t = 0
+    # t = 1: values -2, 0 -> mean -1 -> m0 gets -1; t = 2: values -1, 0 -> m0 gets -0.5
+    r = torch.tensor([[[1.0, -1.0, -1.0], [1.0, 0.0, 0.0]]])
+    m = torch.tensor([[[1, 1, 1], [1, 0, 0]]], dtype=torch.bool)
+    a = stepwise_return_advantages(r, m, scale_by_std=False, absorb_ended=True)
+    torch.testing.assert_close(a, torch.tensor([[[-1.0, -1.0, -0.5], [1.0, 0.0, 0.0]]]))
+    # a group whose members all ended leaves its padding at 0
+    pad = stepwise_return_advantages(torch.ones(1, 2, 4), torch.tensor([[[1, 1, 0, 0], [1, 0, 0, 0]]]), absorb_ended=True)
+    assert (pad[..., 2:] == 0).all()
+
+
 def test_stepwise_discounted_returns():
     # gamma = 0.5, two members, rewards m0 [1, 1], m1 [1, <pad>]
     # returns-to-go: m0 [1 + .5 * 1, 1] = [1.5, 1]; m1 [1, -]

@@ -45,8 +45,8 @@ class GRPO:
     episodes per start state, one group per update, Adam lr 2e-2 decayed linearly to 0 over the
     ``learn`` budget, betas 0.5/0.95, bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP
     with orthogonal init, observations in units of its termination thresholds; other registered
-    envs: their G, lr and gamma, observations in the units random play reaches, and the
-    tie-breaking ``exploration_bonus``). Constructing it seeds the global
+    envs: their G, lr and gamma, observations in the units random play reaches, the
+    tie-breaking ``exploration_bonus`` and ``absorb_ended``). Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
     Stable-Baselines3 arguments, and what they are here:
