@@ -1,8 +1,8 @@
 """Env steps to solve an env for several settings of the env recipe, many seeds, in one process.
 
-    python benchmarks/env_sweep.py --seeds 0 1 2 3 4 5 6 7 --configs '{}' '{"num_generations": 4}'
+    python benchmarks/env_sweep.py --seeds 0 1 2 3 4 5 6 7 --configs '{}' '{"num_generations": 4}' --out /tmp/a.json
     python benchmarks/env_sweep.py --configs '{"env_id": "Acrobot-v1"}' --eval_every 5000 --cap 200000 \
-        --question "Acrobot: ..." --out benchmarks/results/cartpole_sweep/acrobot_defaults.json
+        --question "Acrobot: ..." --id acrobot_defaults
 
 Each config is a JSON object of `grpo_seq.train_env` options over its defaults (CartPole-v1
 unless it names an `env_id`). Every run trains as the recipe does and evaluates 10 greedy
@@ -13,6 +13,12 @@ run stops `--after` evaluations past solving (their returns show whether it stay
 and machine-independent for a seed; the seconds are only indicative (one process, no warm-up
 excluded, evaluations included). Prints one line per run and a summary per config; `--out`
 writes them as JSON.
+
+The experiments page's record is one file, ``benchmarks/results/env_sweep/result.json``: a list of
+questions in page order, each ``{id, question, meta, results}``. ``--question Q --id ID`` writes
+the sweep as question ID there (in its place when it exists, else at the end); ``--from_records``
+gathers earlier sweeps (a scratch ``--out`` file, or ``RECORD#ID`` for a question of a record)
+into one question without running anything.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
 
 import record  # benchmarks/record.py: default --out and the meta block
+
+RECORD = record.default_out("env_sweep")  # the experiments page's questions, one file
 
 
 def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accelerator: Accelerator) -> dict:
@@ -67,16 +75,25 @@ def main() -> None:
     ap.add_argument("--eval_every", type=int, default=1000)
     ap.add_argument("--cap", type=int, default=60_000, help="stop an unsolved run after this many env steps")
     ap.add_argument("--after", type=int, default=3, help="evaluations kept after solving")
-    ap.add_argument("--out", type=Path, default=record.default_out("cartpole_sweep"),
-                    help="JSON: one summary per config, each with every run and the meta block (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON: one summary per config, each with every run and the meta block (default: none; with "
+                         f"--question: the experiments record, {RECORD})")
     ap.add_argument("--descriptions", nargs="+", default=None,
                     help="one phrase per config naming it in words (the experiments page's first column)")
-    ap.add_argument("--from_records", nargs="+", type=Path, default=None,
-                    help="run nothing: gather the configs of earlier sweeps' JSON files, in order, into one --question "
-                         "record (each keeps its own meta: command, date, commit)")
+    ap.add_argument("--from_records", nargs="+", default=None,
+                    help="run nothing: gather the configs of earlier sweeps' JSON files (PATH, or PATH#ID for one "
+                         "question of a record), in order, into one --question (each keeps its own meta: command, "
+                         "date, commit)")
     ap.add_argument("--question", default=None,
-                    help="write the record as {question, meta, results}, the experiments page's layout")
+                    help="write the sweep as this question of the experiments record ({id, question, meta, results})")
+    ap.add_argument("--id", default=None, help="with --question: its short name in the record (snake_case)")
     a = ap.parse_args()
+    if (a.question is None) != (a.id is None):
+        ap.error("--question and --id go together")
+    if a.from_records and a.question is None:
+        ap.error("--from_records writes a question: give --question and --id")
+    if a.question is not None and a.out is None:
+        a.out = RECORD
     if a.descriptions is not None and not a.from_records and len(a.descriptions) != len(a.configs):
         ap.error(f"--descriptions: {len(a.descriptions)} given for {len(a.configs)} --configs (one each)")
     if a.from_records:
@@ -101,9 +118,10 @@ def main() -> None:
         print(f"SUMMARY {json.dumps(overrides)}: solved {summary['solved']}/{len(rows)}, median "
               f"{summary['median_env_steps']:.0f} env steps, max {summary['max_env_steps']:.0f}, "
               f"{summary['runs_staying_solved']} stayed solved for {a.after} evaluations", flush=True)
-        if a.out:  # after every config, so a long sweep cut short keeps what it measured
-            doc = {"question": a.question, "meta": meta, "results": results} if a.question else results
-            record.prepare(a.out).write_text(json.dumps(doc, indent=2, default=lambda v: None))
+        if a.question:  # after every config, so a long sweep cut short keeps what it measured
+            write_question(a.out, {"id": a.id, "question": a.question, "meta": meta, "results": results})
+        elif a.out:
+            record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
 
 
 def assemble(a: argparse.Namespace) -> None:
@@ -111,9 +129,8 @@ def assemble(a: argparse.Namespace) -> None:
     the order given, ``--descriptions`` naming them; the record's meta lists this command and each
     row's own, and every row keeps the meta of the run that measured it."""
     entries = []
-    for path in a.from_records:
-        doc = json.loads(path.read_text())
-        entries += doc["results"] if isinstance(doc, dict) else doc
+    for spec in a.from_records:
+        entries += read_entries(spec)
     if a.descriptions is not None and len(a.descriptions) != len(entries):
         raise SystemExit(f"--descriptions: {len(a.descriptions)} given for {len(entries)} configs in --from_records")
     for k, entry in enumerate(entries):
@@ -123,9 +140,31 @@ def assemble(a: argparse.Namespace) -> None:
     meta["command"] = [meta["command"], *dict.fromkeys(e["meta"]["command"] for e in entries)]
     meta["note"] = ("gathered from earlier sweeps by the first command; the rows were measured by the commands below it, "
                     "in order (one command may hold several rows), and each row's own meta holds its date and commit")
-    record.prepare(a.out).write_text(json.dumps({"question": a.question, "meta": meta, "results": entries}, indent=2,
-                                                default=lambda v: None))
-    print(f"wrote {a.out}: {len(entries)} configs")
+    write_question(a.out, {"id": a.id, "question": a.question, "meta": meta, "results": entries})
+    print(f"wrote {a.out} ({a.id}): {len(entries)} configs")
+
+
+def read_entries(spec: str) -> list[dict]:
+    """The configs of ``PATH`` (a scratch ``--out`` list) or of question ``ID`` in ``PATH#ID``."""
+    path, _, qid = spec.partition("#")
+    doc = json.loads(Path(path).read_text())
+    if not qid:
+        return doc if isinstance(doc, list) else doc["results"]
+    found = [q for q in doc["questions"] if q["id"] == qid]
+    if not found:
+        raise SystemExit(f"error: --from_records: {path} has no question {qid!r}")
+    return found[0]["results"]
+
+
+def write_question(out: Path, question: dict) -> None:
+    """Put ``question`` into the record at ``out``: in place of the one with its id, else at the end."""
+    doc = json.loads(out.read_text()) if out.exists() else {"questions": []}
+    ids = [q["id"] for q in doc["questions"]]
+    if question["id"] in ids:
+        doc["questions"][ids.index(question["id"])] = question
+    else:
+        doc["questions"].append(question)
+    record.prepare(out).write_text(json.dumps(doc, indent=2, default=lambda v: None) + "\n")
 
 
 if __name__ == "__main__":

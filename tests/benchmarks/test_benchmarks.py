@@ -138,6 +138,39 @@ def test_env_sweep_summaries_match_their_runs(tmp_path):
     assert res.stdout.count("SUMMARY") == 2
 
 
+def test_env_sweep_record_holds_one_question_per_id_in_page_order(tmp_path):
+    # Questions are gathered from scratch sweep files (--from_records, nothing trained) into one record.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    meta = {"command": "x", "date": "d", "commit": "c", "dirty": False, "machine": {}}
+    scratch = []
+    for k in range(2):
+        scratch.append(tmp_path / f"s{k}.json")
+        scratch[-1].write_text(json.dumps([{"config": {"seed_note": k}, "meta": meta, "rows": []}]))
+    rec = tmp_path / "record.json"
+
+    def sweep(*args):
+        return subprocess.run([sys.executable, "benchmarks/env_sweep.py", *map(str, args)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    for qid, src, words in [("q1", scratch[0], "first"), ("q2", scratch[1], "second"), ("q1", scratch[1], "again")]:
+        res = sweep("--from_records", src, "--question", f"question {words}", "--id", qid, "--descriptions", words,
+                    "--out", rec)
+        assert res.returncode == 0, res.stderr[-3000:]
+    questions = json.loads(rec.read_text())["questions"]
+    # q1 was replaced where it stood, q2 appended after it
+    assert [(q["id"], q["question"]) for q in questions] == [("q1", "question again"), ("q2", "question second")]
+    assert questions[0]["results"][0]["config"] == {"seed_note": 1} and questions[0]["results"][0]["description"] == "again"
+    # one question of a record is a source too; an unknown one is named
+    res = sweep("--from_records", f"{rec}#q2", "--question", "copy", "--id", "q3", "--out", rec)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(rec.read_text())["questions"][2]["results"][0]["config"] == {"seed_note": 1}
+    res = sweep("--from_records", f"{rec}#nope", "--question", "copy", "--id", "q4", "--out", rec)
+    assert res.returncode != 0 and "has no question 'nope'" in res.stderr
+    res = sweep("--from_records", scratch[0], "--question", "no id", "--out", rec)
+    assert res.returncode == 2 and "--question and --id go together" in res.stderr
+    assert len(json.loads(rec.read_text())["questions"]) == 3
+
+
 def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
     if not Path("/proc/self/status").exists():
         pytest.skip("the soak reads VmRSS from /proc (Linux)")

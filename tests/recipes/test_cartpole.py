@@ -97,7 +97,7 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
         c = parse_config(EnvTrainConfig, argv)
         return c.scale_rewards, c.adam_beta2, c.learning_rate, c.advantage, c.num_generations
 
-    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (cartpole_sweep/mountaincar_defaults.json)
+    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (question mountaincar_defaults of benchmarks/results/env_sweep/result.json)
     assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "outcome", 8)
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
     # a bare flag means true, as for the other bool options
