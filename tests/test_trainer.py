@@ -88,6 +88,23 @@ def test_live_outcome_advantages_match_hand_statistics_of_episode_lengths():
             assert (adv[i][~batch.mask[i]] == 0).all()
 
 
+def test_live_stepwise_advantages_train_the_longest_members_tail_only_with_absorb_ended():
+    # CartPole, gamma 1: past the second-longest member's end only the longest runs. Without
+    # absorb_ended nobody is compared there (advantage 0); with it the ended members count with
+    # return-to-go 0, so the survivor's remaining steps are positive.
+    trainer = make_trainer(advantage="stepwise")
+    batch = trainer.sampler.sample(trainer.policy)
+    L = batch.lengths().reshape(batch.num_groups, batch.group_size)
+    g = int(torch.argmax(L.sort(dim=1).values[:, -1] - L.sort(dim=1).values[:, -2]))  # the widest gap
+    longest, second = L[g].sort().values[-1].item(), L[g].sort().values[-2].item()
+    assert longest > second
+    i = g * batch.group_size + int(L[g].argmax())
+    for absorb, check in [(False, lambda a: (a == 0).all()), (True, lambda a: (a > 0).all())]:
+        trainer.config.absorb_ended = absorb
+        tail = compute_advantages(batch, trainer.config)[i, second:longest]
+        assert check(tail), (absorb, tail)
+
+
 def test_cartpole_learns_well_above_random():
     # A random policy balances ~22 steps. 12 iterations (~30k env steps) must more than
     # quadruple that in greedy evaluation; a sign error in the loss or advantages would not.

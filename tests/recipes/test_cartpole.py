@@ -97,7 +97,8 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
         c = parse_config(EnvTrainConfig, argv)
         return c.scale_rewards, c.adam_beta2, c.learning_rate, c.advantage, c.num_generations
 
-    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (question mountaincar_defaults of benchmarks/results/env_sweep/result.json)
+    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (question mountaincar_defaults
+    # of benchmarks/results/env_sweep/result.json)
     assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "outcome", 8)
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
     # a bare flag means true, as for the other bool options
@@ -105,3 +106,8 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     # CartPole and the rest keep std-scaled advantages and beta2 0.95
     assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
     assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 4)
+    # ended members stay in the step-wise comparison everywhere but CartPole (question lunarlander_defaults)
+    absorb = lambda argv: parse_config(EnvTrainConfig, argv).absorb_ended  # noqa: E731
+    assert (absorb(["--env_id", "CartPole-v1"]), absorb(["--env_id", "LunarLander-v3"])) == (False, True)
+    assert absorb(["--env_id", "CartPole-v1", "--absorb_ended"]) is True
+    assert absorb(["--env_id", "Acrobot-v1", "--absorb_ended", "false"]) is False
