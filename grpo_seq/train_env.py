@@ -14,7 +14,7 @@ chosen on the evidence in docs/experiments.md ("Beyond CartPole"):
   episodes of CartPole nearly always differ in length.
 - Every other env: one group of G = 4 per update, Adam at 5e-3, gamma 0.99 (MountainCar: 2
   groups of G = 8 with whole-episode advantages, centred but not divided by the group's std, Adam
-  at 1e-2 with beta2 0.999; LunarLander: G = 2), observations in the units
+  at 1e-2 with beta2 0.999; LunarLander: G = 2 over 2M env steps), observations in the units
   random play reaches (:func:`grpo_seq.policies.obs_scale.rollout_obs_scale`), and a
   small count-based exploration bonus (:class:`grpo_seq.sampling.novelty.NoveltyBonus`) that
   breaks ties: where every episode of a group times out alike (Acrobot, MountainCar before the
