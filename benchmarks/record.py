@@ -62,7 +62,9 @@ def meta(argv: list[str] | None = None) -> dict:
     return {"command": shlex.join(["python", *argv]),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "commit": _git("rev-parse", "HEAD") or None,
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+            # uncommitted changes to the code: the records' own files (a run rewrites its record as it
+            # goes) are outputs, not what made them
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")),
             "machine": machine()}
 
 
