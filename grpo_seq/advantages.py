@@ -174,7 +174,7 @@ def stepwise_return_advantages(
     r_t = step_rewards_t.float() * mask_t
     ret_t = discounted_returns(r_t, gamma)  # 0 past a member's end: its rewards there are masked out
     # the members compared at step t: those running or, with absorb_ended, all of a group still going
-    cmp_t = (mask_t.amax(dim=1, keepdim=True) * torch.ones_like(mask_t)) if absorb_ended else mask_t
+    cmp_t = mask_t.amax(dim=1, keepdim=True).expand_as(mask_t) if absorb_ended else mask_t
     n = cmp_t.sum(dim=1, keepdim=True)  # (num_groups, 1, T)
     mean = (ret_t * cmp_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
     centred_t = (ret_t - mean) * cmp_t
