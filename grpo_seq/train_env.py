@@ -13,8 +13,10 @@ chosen on the evidence in docs/experiments.md ("Beyond CartPole"):
   termination thresholds. Many small updates learn in the fewest env steps there, since two
   episodes of CartPole nearly always differ in length.
 - Every other env: one group of G = 4 per update, Adam at 5e-3, gamma 0.99 (MountainCar: 2
-  groups of G = 8 with whole-episode advantages, centred but not divided by the group's std, Adam
-  at 1e-2 with beta2 0.999; LunarLander: G = 2 over 2M env steps), observations in the units
+  groups of G = 8, advantages centred but not divided by the group's std, Adam at 1e-2 with beta2
+  0.999, observations centred on the box random play reaches and an entropy bonus of 0.01, so
+  that the first push from a standstill, whose best direction depends on the start position, is
+  learned; LunarLander: G = 2 over 2M env steps), observations in the units
   random play reaches (:func:`grpo_seq.policies.obs_scale.rollout_obs_scale`), and a
   small count-based exploration bonus (:class:`grpo_seq.sampling.novelty.NoveltyBonus`) that
   breaks ties: where every episode of a group times out alike (Acrobot, MountainCar before the
@@ -60,7 +62,7 @@ from grpo_seq.errors import ConfigError
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
-from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_scale
+from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_scale
 from grpo_seq.sampling.env import check_spaces, env_spec, make_env
 from grpo_seq.sampling.novelty import NoveltyBonus
 from grpo_seq.stopping import GracefulStop, checkpoint_on_error
@@ -73,22 +75,25 @@ from grpo_seq.tracking import tracker_kwargs
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
                      scale_rewards=True, absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
-                     total_env_steps=50_000, eval_every=5_000),
+                     obs_center=False, ent_coef=0.0, total_env_steps=50_000, eval_every=5_000),
     "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
                     scale_rewards=True, absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
-                    total_env_steps=500_000, eval_every=10_000),
+                    obs_center=False, ent_coef=0.0, total_env_steps=500_000, eval_every=10_000),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     "Acrobot-v1": dict(total_env_steps=200_000, eval_every=5_000),
-    # whole-episode advantages over bigger groups refine a reaching policy steadily (per-step ones
-    # reach -115 fast, then wander); once the car reaches the flag, members differ by a few steps of
-    # chance, which std-scaled advantages and Adam's short memory turned into full-size steps that
-    # undid a reaching policy; centred advantages and beta2 0.999 keep those steps small. PPO's
-    # budget there is 1M env steps too
-    "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="outcome", learning_rate=1e-2,
-                           scale_rewards=False, adam_beta2=0.999, total_env_steps=1_000_000,
-                           eval_every=10_000),
+    # once the car reaches the flag, members differ by a few steps of chance, which std-scaled
+    # advantages and Adam's short memory turned into full-size steps that undid a reaching policy;
+    # centred advantages and beta2 0.999 keep those steps small. What is left to learn then is the
+    # first push from a standstill, whose best direction depends on the start position: centred
+    # observations spread the start positions across the inputs, step-wise advantages credit that
+    # push at the one step all members share, and an entropy bonus keeps the group trying both
+    # directions (without it some runs settled on always pushing right first). PPO's budget there
+    # is 1M env steps too
+    "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="stepwise", learning_rate=1e-2,
+                           scale_rewards=False, adam_beta2=0.999, obs_center=True, ent_coef=0.01,
+                           total_env_steps=1_000_000, eval_every=10_000),
     # a pair per update, as CartPole: the shaped reward tells two episodes apart. Solve times have a
     # long tail, and slow seeds were still improving when a 1M budget's learning rate reached 0; a
     # 2M budget lets them finish (question lunarlander_defaults of the experiments record)
@@ -136,6 +141,13 @@ class EnvTrainConfig(GRPOConfig):
         metadata={"help": "Divide each observation dimension by this before the MLP (one number per dimension). "
                   "Default: CartPole's termination thresholds for the cart position and pole angle; for other envs "
                   "the largest |value| random play reaches in 2,000 steps (rollout_obs_scale)."},
+    )
+    obs_center: bool | None = field(
+        default=None,
+        metadata={"help": "Without --obs_scale given: map the box random play reaches in 2,000 steps onto [-1, 1] "
+                  "(subtract its midpoint, divide by its half-width: rollout_obs_center) instead of dividing by "
+                  "its largest |value|. For observations that sit far off 0, such as MountainCar's position. "
+                  f"{PER_ENV}.", "nargs": "?", "const": True},
     )
     exploration_bonus: float | None = field(
         default=None,
@@ -205,6 +217,12 @@ class EnvTrainConfig(GRPOConfig):
                   f"and are never trained. {PER_ENV}.",
                   "nargs": "?", "const": True},
     )
+    ent_coef: float | None = field(
+        default=None,
+        metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each step "
+                  "(Stable-Baselines3's ent_coef). It keeps a policy from settling on one action where its group "
+                  f"never tries another, as MountainCar's first push from a standstill; 0 turns it off. {PER_ENV}."},
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(
         default="bnpo",
@@ -250,19 +268,25 @@ def solved_threshold(args: EnvTrainConfig) -> float:
 
 def make_policy(args: EnvTrainConfig) -> CategoricalMLPPolicy:
     """The MLP policy; ``args.obs_scale`` empty means CartPole's thresholds or, for another env,
-    :func:`rollout_obs_scale` (random play seeded with ``args.seed``)."""
+    :func:`rollout_obs_scale` (random play seeded with ``args.seed``); with ``args.obs_center``,
+    :func:`rollout_obs_center`'s offsets and half-widths."""
     env = make_env(args.env_id)
     try:
         check_spaces(args.env_id, env.observation_space, env.action_space)
         obs_dim, num_actions = env.observation_space.shape[0], int(env.action_space.n)
-        scale = args.obs_scale or default_obs_scale(env) or rollout_obs_scale(env, seed=args.seed)
+        shift = None
+        if args.obs_center:
+            shift, scale = rollout_obs_center(env, seed=args.seed)
+            scale = args.obs_scale or scale
+        else:
+            scale = args.obs_scale or default_obs_scale(env) or rollout_obs_scale(env, seed=args.seed)
     finally:
         env.close()
     if len(scale) != obs_dim:
         raise ConfigError(f"--obs_scale has {len(scale)} numbers; {args.env_id} observations have {obs_dim} "
                           "dimensions (give one divisor per dimension)")
     return CategoricalMLPPolicy(obs_dim, num_actions, tuple(args.hidden_sizes), obs_scale=scale,
-                                orthogonal_init=args.orthogonal_init)
+                                orthogonal_init=args.orthogonal_init, obs_shift=shift)
 
 
 def make_sampler(args: EnvTrainConfig, process_index: int, obs_scale: list[float]) -> EnvGroupSampler:

@@ -31,6 +31,10 @@ class CategoricalMLPPolicy(nn.Module):
             units of the inputs set how far one step moves the logits: a pole angle that only
             spans +-0.21 rad needs weights 10x larger than a cart position in +-2.4 m.
             ``recipes/cartpole.py`` uses CartPole's termination thresholds.
+        obs_shift: per-dimension offsets subtracted before ``obs_scale`` divides (fixed, saved with
+            the policy): ``(obs - obs_shift) / obs_scale``. Where what happens sits far off 0 (a
+            MountainCar position in -0.7..-0.3), centring spreads the states the policy must tell
+            apart across its input units instead of a narrow band of one sign.
         orthogonal_init: hidden layers initialised orthogonal with gain sqrt(2) and zero biases
             (Stable-Baselines3's and CleanRL's PPO init) instead of torch's uniform default.
     """
@@ -39,7 +43,8 @@ class CategoricalMLPPolicy(nn.Module):
     entropy_has_grad = True
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
-                 obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False):
+                 obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
+                 obs_shift: Sequence[float] | None = None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -48,6 +53,11 @@ class CategoricalMLPPolicy(nn.Module):
             if len(obs_scale) != obs_dim or not all(math.isfinite(x) and x > 0 for x in obs_scale):
                 raise ValueError(f"obs_scale must hold {obs_dim} finite positive divisors (one per observation "
                                  f"dimension), got {obs_scale}")
+        if obs_shift is not None:
+            obs_shift = [float(x) for x in obs_shift]
+            if len(obs_shift) != obs_dim or not all(math.isfinite(x) for x in obs_shift):
+                raise ValueError(f"obs_shift must hold {obs_dim} finite offsets (one per observation dimension), "
+                                 f"got {obs_shift}")
         self.init_kwargs = {
             "obs_dim": obs_dim,
             "num_actions": num_actions,
@@ -55,10 +65,12 @@ class CategoricalMLPPolicy(nn.Module):
             "activation": activation,
             "obs_scale": obs_scale,
             "orthogonal_init": orthogonal_init,
+            "obs_shift": obs_shift,
         }
         # Not in the state dict: it is a constructor argument, saved in policy.json.
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
+        self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
         layers: list[nn.Module] = []
         width = obs_dim
         for h in hidden_sizes:
@@ -79,11 +91,15 @@ class CategoricalMLPPolicy(nn.Module):
     def function_kwargs(kwargs: dict) -> dict:
         """What decides the function of given weights beyond their shapes (which loading checks):
         ``orthogonal_init`` only draws the first weights, and no scale is a scale of 1s."""
-        scale = kwargs.get("obs_scale")
+        dim = int(kwargs.get("obs_dim") or 0)
+        scale, shift = kwargs.get("obs_scale"), kwargs.get("obs_shift")
         return {"activation": kwargs.get("activation"),
-                "obs_scale": [1.0] * int(kwargs.get("obs_dim") or 0) if scale is None else [float(x) for x in scale]}
+                "obs_scale": [1.0] * dim if scale is None else [float(x) for x in scale],
+                "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift]}
 
     def logits(self, obs: Tensor) -> Tensor:
+        if self.obs_shift is not None:
+            obs = obs - self.obs_shift
         return self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
 
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
@@ -115,9 +131,11 @@ class CategoricalMLPPolicy(nn.Module):
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
         activation = _NUMPY_ACTIVATIONS[self.init_kwargs["activation"]]
         inv_scale = None if self.inv_obs_scale is None else self.inv_obs_scale.cpu().numpy().copy()
+        shift = None if self.obs_shift is None else self.obs_shift.cpu().numpy().copy()
 
         def act(obs: np.ndarray) -> np.ndarray:
-            h = obs if inv_scale is None else obs * inv_scale
+            h = obs if shift is None else obs - shift
+            h = h if inv_scale is None else h * inv_scale
             for w, b in hidden:
                 h = h @ w
                 h += b

@@ -1,5 +1,5 @@
-"""Observation divisors for an env's policy: CartPole's termination thresholds, or what random
-play reaches (:func:`rollout_obs_scale`).
+"""Observation divisors (and offsets) for an env's policy: CartPole's termination thresholds, or
+what random play reaches (:func:`rollout_obs_scale`, :func:`rollout_obs_center`).
 
 The same rule as ``recipes/cartpole.py``'s ``default_obs_scale`` (which may import it from here),
 taking an env object as well as an id, for the Stable-Baselines3-style ``GRPO`` surface.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["default_obs_scale", "rollout_obs_scale"]
+__all__ = ["default_obs_scale", "rollout_obs_center", "rollout_obs_range", "rollout_obs_scale"]
 
 
 def default_obs_scale(env: gym.Env | str) -> list[float] | None:
@@ -31,27 +31,48 @@ def default_obs_scale(env: gym.Env | str) -> list[float] | None:
             base.close()
 
 
-def rollout_obs_scale(env: gym.Env | str, steps: int = 2_000, seed: int = 0) -> list[float]:
-    """Per-dimension ``max |observation|`` over ``steps`` steps of uniformly random actions (episodes
-    reset as they end, the first with ``seed``): observations in the units a starting policy meets
-    them, for an env whose bounds say nothing useful (infinite, or far wider than what happens).
-    A dimension that stayed 0 gets 1 (no scaling).
-
-    MountainCar's velocity, for one, spans about +-0.015 under random actions: unscaled, the
-    policy's first layer barely sees it, and Adam moves its weights no faster than the others.
-    """
+def rollout_obs_range(env: gym.Env | str, steps: int = 2_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension ``(low, high)`` of the observations met over ``steps`` steps of uniformly random
+    actions (episodes reset as they end, the first with ``seed``): what a starting policy sees."""
     owned = isinstance(env, str)
     env = gym.make(env) if owned else env
     rng = np.random.default_rng(seed)
     try:
         obs, _ = env.reset(seed=seed)
-        peak = np.abs(np.asarray(obs, dtype=np.float64))
+        low = high = np.asarray(obs, dtype=np.float64)
         for _ in range(steps):
             obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
-            peak = np.maximum(peak, np.abs(np.asarray(obs, dtype=np.float64)))
+            obs = np.asarray(obs, dtype=np.float64)
+            low, high = np.minimum(low, obs), np.maximum(high, obs)
             if terminated or truncated:
                 obs, _ = env.reset()
-        return [float(x) if x > 1e-6 else 1.0 for x in peak]
+        return low, high
     finally:
         if owned:
             env.close()
+
+
+def rollout_obs_scale(env: gym.Env | str, steps: int = 2_000, seed: int = 0) -> list[float]:
+    """Per-dimension ``max |observation|`` over :func:`rollout_obs_range`'s random play: observations
+    in the units a starting policy meets them, for an env whose bounds say nothing useful
+    (infinite, or far wider than what happens). A dimension that stayed 0 gets 1 (no scaling).
+
+    MountainCar's velocity, for one, spans about +-0.015 under random actions: unscaled, the
+    policy's first layer barely sees it, and Adam moves its weights no faster than the others.
+    """
+    low, high = rollout_obs_range(env, steps, seed)
+    return [float(x) if x > 1e-6 else 1.0 for x in np.maximum(np.abs(low), np.abs(high))]
+
+
+def rollout_obs_center(env: gym.Env | str, steps: int = 2_000, seed: int = 0) -> tuple[list[float], list[float]]:
+    """``(shift, scale)`` mapping :func:`rollout_obs_range`'s box onto [-1, 1]:
+    ``shift = (high + low) / 2``, ``scale = (high - low) / 2`` (1 where a dimension never moved).
+
+    For a policy's ``obs_shift`` and ``obs_scale``: MountainCar's positions under random play span
+    -0.70..-0.33, so divided by their largest magnitude the start states (-0.6..-0.4) fill only a
+    band 0.29 wide, all of one sign; centred, they spread about 4x as wide around 0, where the
+    starting choice of direction (which depends on the start position) is learned.
+    """
+    low, high = rollout_obs_range(env, steps, seed)
+    half = (high - low) / 2
+    return [float(x) for x in (high + low) / 2], [float(x) if x > 1e-6 else 1.0 for x in half]

@@ -17,7 +17,7 @@ from ..config import GRPOConfig
 from ..errors import UsageError
 from ..policies.actor import make_actor
 from ..policies.mlp import CategoricalMLPPolicy
-from ..policies.obs_scale import default_obs_scale, rollout_obs_scale
+from ..policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_scale
 from ..sampling.novelty import NoveltyBonus
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.env import EnvGroupSampler
@@ -45,8 +45,9 @@ class GRPO:
     episodes per start state, one group per update, Adam lr 2e-2 decayed linearly to 0 over the
     ``learn`` budget, betas 0.5/0.95, bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP
     with orthogonal init, observations in units of its termination thresholds; other registered
-    envs: their G, lr and gamma, observations in the units random play reaches, the
-    tie-breaking ``exploration_bonus`` and ``absorb_ended``). Constructing it seeds the global
+    envs: their G, lr and gamma, observations in the units random play reaches (centred where the
+    env program centres them: MountainCar), the tie-breaking ``exploration_bonus``, ``absorb_ended``
+    and ``ent_coef``). Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
     Stable-Baselines3 arguments, and what they are here:
@@ -63,7 +64,7 @@ class GRPO:
     | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
     | ``group_size`` (not in PPO) | ``num_generations`` (G) |
     | ``max_grad_norm`` | ``max_grad_norm`` |
-    | ``ent_coef`` | ``ent_coef``: the entropy bonus, added to the objective per token |
+    | ``ent_coef`` | ``ent_coef``: the entropy bonus, added to the objective per token (None: the env program's default for the env, 0 elsewhere) |
     | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: the CPU, faster for a small MLP) |
     | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
     | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |
@@ -82,7 +83,7 @@ class GRPO:
     def __init__(self, policy: str | type[nn.Module], env: Any, reward_function: Any = None,
                  learning_rate: Any = None, n_steps: int | None = None, batch_size: int | None = None,
                  n_epochs: int | None = None, gamma: float | None = None, group_size: int | None = None,
-                 clip_range: Any = None, ent_coef: float = 0.0, max_grad_norm: float | None = None,
+                 clip_range: Any = None, ent_coef: float | None = None, max_grad_norm: float | None = None,
                  seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None,
                  policy_kwargs: dict[str, Any] | None = None, device: str = "auto", stats_window_size: int = 100,
                  group_mode: str = "episodes", horizon: int = 1, max_episode_steps: int | None = None,
@@ -125,9 +126,15 @@ class GRPO:
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw:  # as the env program: CartPole's thresholds, else what random play reaches
             kw["obs_scale"] = default_obs_scale(source.env)
-            if kw["obs_scale"] is None and _env_id(source) not in (None, *arguments.CARTPOLE_IDS):
+            env_id = _env_id(source)
+            if kw["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
+                from ..train_env import per_env
+
                 copy = source.make()  # random play steps a copy, never the user's env
-                kw["obs_scale"] = rollout_obs_scale(copy, seed=self.seed or 0)
+                if env_id is not None and per_env(env_id).get("obs_center"):
+                    kw["obs_shift"], kw["obs_scale"] = rollout_obs_center(copy, seed=self.seed or 0)
+                else:
+                    kw["obs_scale"] = rollout_obs_scale(copy, seed=self.seed or 0)
                 copy.close()
         return CategoricalMLPPolicy(obs_dim, n, **kw)
 

@@ -8,7 +8,7 @@ import torch
 from grpo_seq import CategoricalMLPPolicy, load_policy
 from grpo_seq.serialization import save_policy
 
-from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_scale
+from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_range, rollout_obs_scale
 from grpo_seq.train_env import EnvTrainConfig, make_policy
 
 SCALE = [2.4, 1.0, 0.2, 4.0]
@@ -91,3 +91,47 @@ def test_weights_trained_for_another_input_scale_are_refused_by_name(tmp_path):
     same = CategoricalMLPPolicy(4, 2, obs_scale=[1, 1, 1, 1], orthogonal_init=True)
     load_policy_weights(same, tmp_path / "raw")
     torch.testing.assert_close(same.net[0].weight, raw.net[0].weight, rtol=0, atol=0)
+
+
+SHIFT = [0.5, -1.0, 0.0, 3.0]
+
+
+def test_obs_shift_is_subtracted_before_the_scale_in_both_paths(tmp_path):
+    scaled, _, obs = _pair()
+    shifted = CategoricalMLPPolicy(4, 3, (16, 16), obs_scale=SCALE, obs_shift=SHIFT)
+    shifted.load_state_dict(scaled.state_dict())
+    moved = torch.from_numpy(obs - np.float32(SHIFT))
+    torch.testing.assert_close(shifted.logits(torch.from_numpy(obs)), scaled.logits(moved), rtol=1e-6, atol=1e-6)
+    want = shifted.act(torch.from_numpy(obs), greedy=True).numpy()
+    assert np.array_equal(shifted.numpy_actor(greedy=True)(obs), want)
+    assert not np.array_equal(want, scaled.act(torch.from_numpy(obs), greedy=True).numpy())  # not a no-op
+    save_policy(shifted, tmp_path / "p")
+    loaded = load_policy(tmp_path / "p")
+    assert loaded.init_kwargs["obs_shift"] == SHIFT and "obs_shift" not in shifted.state_dict()
+    assert np.array_equal(loaded.numpy_actor(greedy=True)(obs), want)
+
+
+def test_weights_trained_for_another_shift_are_refused_by_name(tmp_path):
+    from grpo_seq.serialization import load_policy_weights
+
+    save_policy(CategoricalMLPPolicy(4, 2, obs_scale=SCALE), tmp_path / "unshifted")
+    with pytest.raises(ValueError, match=r"obs_shift was \[0.0, 0.0, 0.0, 0.0\], is \[0.5, -1.0"):
+        load_policy_weights(CategoricalMLPPolicy(4, 2, obs_scale=SCALE, obs_shift=SHIFT), tmp_path / "unshifted")
+    with pytest.raises(ValueError, match="obs_shift"):
+        CategoricalMLPPolicy(4, 2, obs_shift=[0.0, float("nan"), 0.0, 0.0])
+
+
+def test_obs_center_maps_the_box_random_play_reaches_onto_minus_one_one():
+    low, high = rollout_obs_range("MountainCar-v0", seed=3)
+    shift, scale = rollout_obs_center("MountainCar-v0", seed=3)
+    np.testing.assert_allclose(np.subtract(low, shift) / scale, -1.0, rtol=1e-6)
+    np.testing.assert_allclose(np.subtract(high, shift) / scale, 1.0, rtol=1e-6)
+    # the largest-magnitude rule of the same play divides by max(|low|, |high|)
+    assert rollout_obs_scale("MountainCar-v0", seed=3) == pytest.approx(np.maximum(-low, high).tolist())
+    # MountainCar: positions stay left of 0 under random play, so the centre is negative, not 0
+    assert -0.6 < shift[0] < -0.4 and scale[0] < 0.3
+    policy = make_policy(EnvTrainConfig(env_id="MountainCar-v0", seed=3, obs_center=True))
+    assert policy.init_kwargs["obs_shift"] == shift and policy.init_kwargs["obs_scale"] == scale
+    assert make_policy(EnvTrainConfig(env_id="Acrobot-v1", obs_center=False)).init_kwargs["obs_shift"] is None
+    given = make_policy(EnvTrainConfig(env_id="MountainCar-v0", seed=3, obs_center=True, obs_scale=[1.0, 0.01]))
+    assert given.init_kwargs["obs_scale"] == [1.0, 0.01] and given.init_kwargs["obs_shift"] == shift

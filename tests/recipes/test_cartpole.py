@@ -97,9 +97,9 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
         c = parse_config(EnvTrainConfig, argv)
         return c.scale_rewards, c.adam_beta2, c.learning_rate, c.advantage, c.num_generations
 
-    # MountainCar: centred whole-episode advantages, Adam 1e-2 with beta2 0.999 (question mountaincar_defaults
-    # of benchmarks/results/env_sweep/result.json)
-    assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "outcome", 8)
+    # MountainCar: centred step-wise advantages, Adam 1e-2 with beta2 0.999 (questions mountaincar_defaults
+    # and mountaincar_first_push of benchmarks/results/env_sweep/result.json)
+    assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "stepwise", 8)
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
     # a bare flag means true, as for the other bool options
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
@@ -111,3 +111,9 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     assert (absorb(["--env_id", "CartPole-v1"]), absorb(["--env_id", "LunarLander-v3"])) == (False, True)
     assert absorb(["--env_id", "CartPole-v1", "--absorb_ended"]) is True
     assert absorb(["--env_id", "Acrobot-v1", "--absorb_ended", "false"]) is False
+    # centred observations and an entropy bonus for MountainCar only (question mountaincar_first_push)
+    first_push = lambda argv: (lambda c: (c.obs_center, c.ent_coef))(parse_config(EnvTrainConfig, argv))  # noqa: E731
+    assert first_push(["--env_id", "MountainCar-v0"]) == (True, 0.01)
+    assert first_push(["--env_id", "Acrobot-v1"]) == first_push(["--env_id", "CartPole-v1"]) == (False, 0.0)
+    assert first_push(["--env_id", "MountainCar-v0", "--obs_center", "false", "--ent_coef", "0"]) == (False, 0.0)
+    assert first_push(["--env_id", "Acrobot-v1", "--obs_center"]) == (True, 0.0)

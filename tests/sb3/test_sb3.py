@@ -154,3 +154,17 @@ def test_other_envs_get_the_env_programs_defaults():
     assert GRPO("MlpPolicy", "Acrobot-v1", seed=0, exploration_bonus=0)._make_sampler(model._source).bonus is None
     cartpole = GRPO("MlpPolicy", "CartPole-v1", seed=0)
     assert cartpole._make_sampler(cartpole._source).bonus is None and cartpole.config.num_generations == 2
+
+
+def test_mountaincar_gets_centred_observations_and_its_entropy_bonus():
+    from grpo_seq.policies.obs_scale import rollout_obs_center
+    from grpo_seq.train_env import per_env
+
+    model = GRPO("MlpPolicy", "MountainCar-v0", seed=3)
+    shift, scale = rollout_obs_center("MountainCar-v0", seed=3)
+    assert model.policy.init_kwargs["obs_shift"] == shift and model.policy.init_kwargs["obs_scale"] == scale
+    assert model.config.ent_coef == per_env("MountainCar-v0")["ent_coef"] > 0
+    assert model.config.advantage == "stepwise"
+    assert GRPO("MlpPolicy", "MountainCar-v0", seed=3, ent_coef=0.0).config.ent_coef == 0.0  # a given value wins
+    acrobot = GRPO("MlpPolicy", "Acrobot-v1", seed=0)
+    assert acrobot.policy.init_kwargs["obs_shift"] is None and acrobot.config.ent_coef == 0.0
