@@ -257,7 +257,8 @@ def main() -> None:
         rows = [r for r in kept["rows"] if r["env_id"] not in args.envs]
         for r in rows:
             r.setdefault("from_commit", kept["meta"].get("commit"))
-        args.envs = [e for e in kept["settings"]["envs"] if e not in args.envs] + args.envs
+        # the suite keeps its order: a re-run env takes its old place, a new one goes last
+        args.envs = kept["settings"]["envs"] + [e for e in args.envs if e not in kept["settings"]["envs"]]
         thresholds.update(kept["settings"]["thresholds"])
         earlier_seeds = kept["settings"]["seeds"]
         earlier = kept["meta"]
