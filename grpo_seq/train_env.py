@@ -88,9 +88,10 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # centred advantages and beta2 0.999 keep those steps small. What is left to learn then is the
     # first push from a standstill, whose best direction depends on the start position: centred
     # observations spread the start positions across the inputs, step-wise advantages credit that
-    # push at the one step all members share, and an entropy bonus keeps the group trying both
-    # directions (without it some runs settled on always pushing right first). PPO's budget there
-    # is 1M env steps too
+    # push at the one step all members share, and an entropy bonus is meant to keep the group
+    # trying both directions (a run can still settle on pushing right first from every start:
+    # question mountaincar_first_push of the experiments record). PPO's budget there is 1M env
+    # steps too
     "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="stepwise", learning_rate=1e-2,
                            scale_rewards=False, adam_beta2=0.999, obs_center=True, ent_coef=0.01,
                            total_env_steps=1_000_000, eval_every=10_000),
