@@ -62,7 +62,7 @@ from grpo_seq.errors import ConfigError
 from grpo_seq.evaluation import PolicyEvaluator
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
-from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_scale
+from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_units
 from grpo_seq.sampling.env import check_spaces, env_spec, make_env
 from grpo_seq.sampling.novelty import NoveltyBonus
 from grpo_seq.stopping import GracefulStop, checkpoint_on_error
@@ -269,18 +269,16 @@ def solved_threshold(args: EnvTrainConfig) -> float:
 
 def make_policy(args: EnvTrainConfig) -> CategoricalMLPPolicy:
     """The MLP policy; ``args.obs_scale`` empty means CartPole's thresholds or, for another env,
-    :func:`rollout_obs_scale` (random play seeded with ``args.seed``); with ``args.obs_center``,
-    :func:`rollout_obs_center`'s offsets and half-widths."""
+    what random play seeded with ``args.seed`` reaches (:func:`rollout_obs_units`: centred on it
+    with ``args.obs_center``)."""
     env = make_env(args.env_id)
     try:
         check_spaces(args.env_id, env.observation_space, env.action_space)
         obs_dim, num_actions = env.observation_space.shape[0], int(env.action_space.n)
-        shift = None
-        if args.obs_center:
-            shift, scale = rollout_obs_center(env, seed=args.seed)
-            scale = args.obs_scale or scale
-        else:
-            scale = args.obs_scale or default_obs_scale(env) or rollout_obs_scale(env, seed=args.seed)
+        shift, scale = None, args.obs_scale or (None if args.obs_center else default_obs_scale(env))
+        if args.obs_center or not scale:
+            shift, rolled = rollout_obs_units(env, args.obs_center, seed=args.seed)
+            scale = scale or rolled
     finally:
         env.close()
     if len(scale) != obs_dim:

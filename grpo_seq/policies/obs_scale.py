@@ -10,7 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["default_obs_scale", "rollout_obs_center", "rollout_obs_range", "rollout_obs_scale"]
+__all__ = ["default_obs_scale", "rollout_obs_center", "rollout_obs_range", "rollout_obs_scale", "rollout_obs_units"]
 
 
 def default_obs_scale(env: gym.Env | str) -> list[float] | None:
@@ -76,3 +76,11 @@ def rollout_obs_center(env: gym.Env | str, steps: int = 2_000, seed: int = 0) ->
     low, high = rollout_obs_range(env, steps, seed)
     half = (high - low) / 2
     return [float(x) for x in (high + low) / 2], [float(x) if x > 1e-6 else 1.0 for x in half]
+
+
+def rollout_obs_units(env: gym.Env | str, center: bool, seed: int = 0) -> tuple[list[float] | None, list[float]]:
+    """A policy's ``(obs_shift, obs_scale)`` from random play: :func:`rollout_obs_center`'s with
+    ``center``, else no shift and :func:`rollout_obs_scale`'s divisors."""
+    if center:
+        return rollout_obs_center(env, seed=seed)
+    return None, rollout_obs_scale(env, seed=seed)

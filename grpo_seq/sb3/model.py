@@ -17,7 +17,7 @@ from ..config import GRPOConfig
 from ..errors import UsageError
 from ..policies.actor import make_actor
 from ..policies.mlp import CategoricalMLPPolicy
-from ..policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_scale
+from ..policies.obs_scale import default_obs_scale, rollout_obs_units
 from ..sampling.novelty import NoveltyBonus
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.env import EnvGroupSampler
@@ -131,10 +131,8 @@ class GRPO:
                 from ..train_env import per_env
 
                 copy = source.make()  # random play steps a copy, never the user's env
-                if env_id is not None and per_env(env_id).get("obs_center"):
-                    kw["obs_shift"], kw["obs_scale"] = rollout_obs_center(copy, seed=self.seed or 0)
-                else:
-                    kw["obs_scale"] = rollout_obs_scale(copy, seed=self.seed or 0)
+                kw["obs_shift"], kw["obs_scale"] = rollout_obs_units(copy, per_env(env_id)["obs_center"],
+                                                                     seed=self.seed or 0)
                 copy.close()
         return CategoricalMLPPolicy(obs_dim, n, **kw)
 
