@@ -25,7 +25,6 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
-from .env import EnvGroupSampler
 from .snapshot import Snapshotter, env_name
 from .step_reward import StepRewardFn, apply_step_reward
 
@@ -155,9 +154,16 @@ class AlternativesSampler:
             step_rewards=scores.reshape(B, 1).clone(),
         )
 
-    # The same random streams and counter as the episode sampler's (the walk's env state is not saved).
-    state_dict = EnvGroupSampler.state_dict
-    load_state_dict = EnvGroupSampler.load_state_dict
+    def state_dict(self) -> dict:
+        """The random streams and the env-step counter (the walk's env state is not saved)."""
+        return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
+                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.action_rng.bit_generator.state = state["action_rng"]
+        self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
+        self.env_steps = int(state["env_steps"])
 
     def close(self) -> None:
         self.env.close()

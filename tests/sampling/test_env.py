@@ -93,3 +93,20 @@ def test_numpy_actor_matches_the_torch_policy():
     np.testing.assert_allclose(freq, probs, atol=0.015)  # ~4 standard errors at n = 20,000
     with pytest.raises(ValueError, match="rng"):
         policy.numpy_actor()
+
+
+def test_alternatives_sampler_state_goes_through_json_and_back():
+    # what a checkpoint keeps of the per-state sampler: its random streams and env-step count
+    import json
+
+    from grpo_seq.sampling.alternatives import AlternativesSampler
+
+    make = lambda: gym.make("CartPole-v1")  # noqa: E731
+    a = AlternativesSampler(make, num_groups=2, horizon=3, seed=1)
+    a.sample(CategoricalMLPPolicy(4, 2))
+    state = json.loads(json.dumps(a.state_dict()))
+    b = AlternativesSampler(make, num_groups=2, horizon=3, seed=2)
+    b.load_state_dict(state)
+    assert b.env_steps == a.env_steps > 0
+    assert b.rng.integers(2**31) == a.rng.integers(2**31)
+    assert b.action_rng.integers(2**31) == a.action_rng.integers(2**31)
