@@ -30,20 +30,19 @@ import statistics
 import time
 from pathlib import Path
 
-import torch
-from accelerate import Accelerator
-from accelerate.utils import set_seed
-
-from grpo_seq import GRPOTrainer
-from grpo_seq.evaluation import PolicyEvaluator
-from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
-
 import record  # benchmarks/record.py: default --out and the meta block
 
 RECORD = record.default_out("env_sweep")  # the experiments page's questions, one file
 
 
-def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accelerator: Accelerator) -> dict:
+def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accelerator: "Accelerator") -> dict:
+    # imported here, not at the top: --from_records trains nothing and starts in a fraction of the time
+    from accelerate.utils import set_seed
+
+    from grpo_seq import GRPOTrainer
+    from grpo_seq.evaluation import PolicyEvaluator
+    from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
+
     args = EnvTrainConfig(seed=seed, **overrides)
     set_seed(seed)
     policy = make_policy(args)
@@ -98,6 +97,9 @@ def main() -> None:
         ap.error(f"--descriptions: {len(a.descriptions)} given for {len(a.configs)} --configs (one each)")
     if a.from_records:
         return assemble(a)
+    import torch
+    from accelerate import Accelerator
+
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
     results, meta = [], record.meta()

@@ -69,12 +69,13 @@ def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
     res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
                           str(ROOT / "tests/data/arith.jsonl"), "--steps", str(steps), "--prompts_per_step", str(prompts),
                           "--num_generations", str(G), "--max_completion_length", "6", "--precisions", "fp32",
-                          "--betas", "0.04", "--seeds", "0", "1", "--out", str(out)],
+                          "--betas", "0.04", "--seeds", "0", "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     d = json.loads(out.read_text())
     (cell,) = d["cells"]
-    assert sorted((r["system"], r["seed"]) for r in cell["runs"]) == [("grpo-seq", 0), ("grpo-seq", 1), ("trl", 0), ("trl", 1)]
+    # one seed: the averaging over seeds is checked on hand-made runs (test_lm_vs_trl_combine_...)
+    assert sorted((r["system"], r["seed"]) for r in cell["runs"]) == [("grpo-seq", 0), ("trl", 0)]
     for run in cell["runs"]:
         # One figure per optimizer step; completion tokens bounded by the length limit.
         assert len(run["step_seconds"]) == len(run["reward"]) == len(run["completion_tokens"]) == steps
@@ -83,10 +84,10 @@ def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
         assert run["kl"][0] == pytest.approx(0.0, abs=1e-6)  # policy == reference before the first update
         assert 0.1 < run["peak_rss_gib"] < 16
     ours, trl = cell["grpo-seq"], cell["trl"]
-    for system in ("grpo-seq", "trl"):  # each system's curve: the per-step mean over its seeds
-        r0, r1 = (r["reward"] for r in cell["runs"] if r["system"] == system)
-        assert cell[system]["reward_per_step"] == pytest.approx([(x + y) / 2 for x, y in zip(r0, r1)])
-        assert cell[system]["reward_mean"] == pytest.approx(sum(r0 + r1) / (2 * steps))
+    for system in ("grpo-seq", "trl"):  # each system's curve: its one run's rewards
+        (r0,) = (r["reward"] for r in cell["runs"] if r["system"] == system)
+        assert cell[system]["reward_per_step"] == pytest.approx(r0)
+        assert cell[system]["reward_mean"] == pytest.approx(sum(r0) / steps)
     assert cell["ratio_step_seconds_median"] == pytest.approx(ours["step_seconds_median"] / trl["step_seconds_median"])
     assert cell["ratio_peak_rss"] == pytest.approx(ours["peak_rss_gib"] / trl["peak_rss_gib"])
 
