@@ -25,13 +25,14 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
+from .base import RandomStreams
 from .snapshot import Snapshotter, env_name
 from .step_reward import StepRewardFn, apply_step_reward
 
 __all__ = ["AlternativesSampler"]
 
 
-class AlternativesSampler:
+class AlternativesSampler(RandomStreams):
     """``num_groups`` states per call, each with ``group_size`` alternatives (a :class:`GroupSampler`).
 
     Args:
@@ -42,6 +43,9 @@ class AlternativesSampler:
         gamma: discount over the horizon.
         reward_fn: ``reward_fn(state, action, next_state)`` in place of the env's reward
             (:mod:`grpo_seq.sampling.step_reward`), applied once per call to every transition.
+
+    A checkpoint (``state_dict``) keeps the random streams and the env-step counter, not the
+    walk's env state: a resumed run starts a new walk.
     """
 
     def __init__(self, env_fn: Callable[[], gym.Env], num_groups: int, group_size: int | None = None,
@@ -153,17 +157,6 @@ class AlternativesSampler:
             rewards=scores,
             step_rewards=scores.reshape(B, 1).clone(),
         )
-
-    def state_dict(self) -> dict:
-        """The random streams and the env-step counter (the walk's env state is not saved)."""
-        return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
-                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.action_rng.bit_generator.state = state["action_rng"]
-        self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
-        self.env_steps = int(state["env_steps"])
 
     def close(self) -> None:
         self.env.close()

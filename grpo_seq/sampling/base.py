@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+import torch
 from torch import nn
 
 from ..batch import RolloutBatch
 
-__all__ = ["GroupSampler"]
+__all__ = ["GroupSampler", "RandomStreams"]
 
 
 @runtime_checkable
@@ -26,3 +28,23 @@ class GroupSampler(Protocol):
     group_size: int
 
     def sample(self, policy: nn.Module) -> RolloutBatch: ...
+
+
+class RandomStreams:
+    """Checkpointing for an env sampler whose randomness is ``rng`` (start states), ``action_rng``
+    and ``torch_gen`` (actions), with its ``env_steps`` counter: ``state_dict`` is JSON-able."""
+
+    rng: np.random.Generator
+    action_rng: np.random.Generator
+    torch_gen: torch.Generator
+    env_steps: int
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
+                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.action_rng.bit_generator.state = state["action_rng"]
+        self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
+        self.env_steps = int(state["env_steps"])

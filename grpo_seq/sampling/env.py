@@ -12,6 +12,7 @@ from torch import nn
 from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
+from .base import RandomStreams
 from .novelty import NoveltyBonus
 from .snapshot import env_name
 from .step_reward import StepRewardFn, apply_step_reward
@@ -73,7 +74,7 @@ def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | Non
     return envs, env_id in _STATE_COPY_ENVS
 
 
-class EnvGroupSampler:
+class EnvGroupSampler(RandomStreams):
     """``num_groups`` groups of ``group_size`` episodes; the members of a group start from the
     same state, different groups from different states.
 
@@ -255,16 +256,12 @@ class EnvGroupSampler:
 
     def state_dict(self) -> dict[str, Any]:
         """Where the sampler's random streams stand (JSON-able), for checkpoints: every start
-        state comes from a reset seeded by ``rng``, so this is all a resumed run needs."""
-        return {"rng": self.rng.bit_generator.state, "action_rng": self.action_rng.bit_generator.state,
-                "torch_gen": self.torch_gen.get_state().tolist(), "env_steps": self.env_steps,
-                "bonus": self.bonus.state_dict() if self.bonus is not None else None}
+        state comes from a reset seeded by ``rng``, so this and the bonus's counts are all a
+        resumed run needs."""
+        return {**super().state_dict(), "bonus": self.bonus.state_dict() if self.bonus is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.action_rng.bit_generator.state = state["action_rng"]
-        self.torch_gen.set_state(torch.tensor(state["torch_gen"], dtype=torch.uint8))
-        self.env_steps = int(state["env_steps"])
+        super().load_state_dict(state)
         if self.bonus is not None and state.get("bonus") is not None:
             self.bonus.load_state_dict(state["bonus"])
 
