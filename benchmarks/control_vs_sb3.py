@@ -81,6 +81,12 @@ class NormalizedActor(SB3Actor):
 
 
 def sb3_worker(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
+    return sb3_train(env_id, seed, eval_every, stop_after)[0]
+
+
+def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple[dict[str, Any], Any]:
+    """PPO with rl-zoo3's settings for ``env_id``, evaluated every ``eval_every`` env steps and stopped
+    ``stop_after`` evaluations after solving (0: at the budget): the run's record and its greedy actor."""
     import gymnasium as gym
     import resource
 
@@ -132,7 +138,7 @@ def sb3_worker(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict
         cb._evaluate()
     return {"curve": cb.curve, "env_steps": model.num_timesteps, "seconds": time.perf_counter() - cb.start,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            "budget": int(zoo["n_timesteps"])}
+            "budget": int(zoo["n_timesteps"])}, actor
 
 
 def run_ours(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
