@@ -21,7 +21,11 @@ class PolicyEvaluator:
     """Runs ``num_episodes`` greedy episodes at once and returns their returns.
 
     The env is built once and reused; each call resets it with the next seed of its own
-    stream, so evaluations neither touch nor depend on the training RNGs.
+    stream, so evaluations neither touch nor depend on the training RNGs. A vector env seeded
+    ``s`` resets its episode i with seed ``s + i``, so the stream steps by ``num_episodes``: each
+    call plays start states no earlier call has played. (Stepping by 1 would share all but one
+    with the call before: a run's evaluations would replay the same handful of starts, and the
+    first evaluation past a threshold would say more about those starts than about the policy.)
     """
 
     def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None):
@@ -35,9 +39,10 @@ class PolicyEvaluator:
 
     @torch.no_grad()
     def __call__(self, policy: nn.Module, seed: int | None = None) -> np.ndarray:
-        """Greedy returns of ``num_episodes`` episodes; ``seed`` defaults to the next of the stream."""
+        """Greedy returns of ``num_episodes`` episodes, reset with seeds ``seed, seed + 1, ...``;
+        ``seed`` defaults to the next of the stream."""
         if seed is None:
-            seed, self.seed = self.seed, self.seed + 1
+            seed, self.seed = self.seed, self.seed + self.num_episodes
         self.last_seed = seed
         obs, _ = self.envs.reset(seed=seed)
         act = make_actor(policy, greedy=True)

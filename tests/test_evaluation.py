@@ -19,8 +19,18 @@ def test_greedy_returns_repeat_for_a_seed_and_follow_the_stream():
     first = ev(policy)
     assert ev.last_seed == 7 and first.shape == (3,)
     ev(policy)
-    assert ev.last_seed == 8  # the next evaluation uses the next seed
+    assert ev.last_seed == 10  # the next evaluation starts past the 3 seeds the first one used
     np.testing.assert_array_equal(ev(policy, seed=7), first)
+
+
+def test_successive_evaluations_never_replay_a_start_state():
+    ev = PolicyEvaluator("MountainCar-v0", num_episodes=5, seed=100)
+    starts = set()
+    for _ in range(4):
+        ev(AlwaysLeft())
+        obs, _ = ev.envs.reset(seed=ev.last_seed)  # the start states that evaluation played
+        starts |= {float(x) for x in obs[:, 0]}  # MountainCar starts at rest: the position tells them apart
+    assert len(starts) == 20  # 4 evaluations x 5 episodes, every start state new (a stride of 1 gives 8)
 
 
 def test_always_pushing_left_falls_within_a_few_dozen_steps():
