@@ -140,6 +140,36 @@ def control_vs_sb3() -> tuple[str, list]:
     return text, headline
 
 
+def mountaincar_regret() -> tuple[str, list]:
+    if not (RESULTS / "mountaincar_regret/result.json").exists():
+        return "", []
+    d = load("mountaincar_regret/result.json")
+    systems = {"grid optimum": {"summary": {**d["optimum"], "runs": None}}, **d["systems"]}
+    names = {"ours": "ours", "sb3": "SB3 PPO"}
+    ranges = list(d["optimum"]["regret_by_steps"])
+    kinds = list(d["optimum"]["regret_by_kind"])
+    rows = []
+    for name, entry in systems.items():
+        sm = entry["summary"]
+        solved = "-" if sm["runs"] is None else f"{sm['solved']} / {sm['runs']}"
+        rows.append([names.get(name, name), solved, fmt(sm["return"], ".1f"), fmt(sm["regret"], ".1f"),
+                     *(fmt(sm["regret_by_steps"][r], ".1f") for r in ranges),
+                     *(fmt(sm["regret_by_kind"][k], ".1f") for k in kinds)])
+    text = ("## MountainCar: where the steps go
+
+"
+            "Each system's final policy from a control-suite run (trained as in the section above, stopping 2 "
+            f"evaluations after solving or at the budget), played greedily from the {d['episodes']} start states of "
+            "MountainCar-v0's resets seeded 0, 1, ... Regret at a step is the steps the action gives away against "
+            "the optimal policy, `Q(s, a) - min_b Q(s, b)`, from value iteration on a "
+            f"{d['grid'][0]} x {d['grid'][1]} grid over the state box (`benchmarks/mountaincar_regret.py`); per "
+            "episode, split by the steps it happens at and by kind of mistake. The grid's own greedy policy, played "
+            "in the env, is the first row. Medians over the seeds " + ", ".join(map(str, d["seeds"])) + ".\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["policy", "solved", "return", "regret", *(f"regret, steps {r}" for r in ranges), *kinds], rows))
+    return text, []
+
+
 def lm_default_run() -> tuple[str, list]:
     d = load("lm_default_run/result.json")
     disk = d["disk_gb"]
@@ -287,7 +317,8 @@ def measured_facts() -> str:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay, sampling_agreement, soak):
+    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+               sampling_agreement, soak):
         text, head = fn()
         if text:
             parts.append(text)
