@@ -268,8 +268,10 @@ def main() -> None:
         thresholds.update(kept["settings"]["thresholds"])
         earlier_seeds = kept["settings"]["seeds"]
         earlier = kept["meta"]
-        args.earlier_note = (f"rows of {', '.join(e for e in args.envs if e not in fresh_envs)} from an earlier run: "
-                             f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
+        head = f"rows of {', '.join(e for e in args.envs if e not in fresh_envs)} from an earlier run: "
+        # rows the earlier record had itself kept: its note names the run that measured them
+        args.earlier_note = earlier["note"] if str(earlier.get("note", "")).startswith(head) else (
+            head + f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
     fresh = [e for e in args.envs if not any(r["env_id"] == e for r in rows)]
     seeds_of = lambda e: (earlier_seeds[e] if e not in fresh else  # noqa: E731
                           args.long_seeds if args.long_seeds and e in LONG else args.seeds)
