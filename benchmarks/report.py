@@ -155,9 +155,7 @@ def mountaincar_regret() -> tuple[str, list]:
         rows.append([names.get(name, name), solved, fmt(sm["return"], ".1f"), fmt(sm["regret"], ".1f"),
                      *(fmt(sm["regret_by_steps"][r], ".1f") for r in ranges),
                      *(fmt(sm["regret_by_kind"][k], ".1f") for k in kinds)])
-    text = ("## MountainCar: where the steps go
-
-"
+    text = ("## MountainCar: where the steps go\n\n"
             "Each system's final policy from a control-suite run (trained as in the section above, stopping 2 "
             f"evaluations after solving or at the budget), played greedily from the {d['episodes']} start states of "
             "MountainCar-v0's resets seeded 0, 1, ... Regret at a step is the steps the action gives away against "
