@@ -7,8 +7,10 @@ computed by value iteration on a grid over the whole state box (``--grid`` cells
 state rounded to its nearest cell). A policy's regret at a state is the steps it gives away there,
 ``Q(s, a) - min_b Q(s, b)`` with ``Q(s, a) = 1 + J(s')`` (0 past the flag); summed over a greedy
 episode it approximates the steps the episode takes beyond the optimum, and split by step index
-and by kind of mistake it says where they go. The grid's own greedy policy, played in the real
-env, is the reference: how many steps an episode needs at best.
+and by kind of mistake it says where they go. Episodes run on the env's physics (:func:`step`,
+checked against gymnasium's in the tests), from the start states of its resets; the grid's own
+greedy policy, played from the same starts, is the reference: how many steps an episode needs at
+best.
 
 Each system trains as the control suite runs it (``benchmarks/control_vs_sb3.py``: ours with the
 env program's defaults, Stable-Baselines3 PPO with rl-zoo3's settings, both stopping 2 evaluations
@@ -198,8 +200,7 @@ def main() -> None:
     result = {"meta": record.meta(), "grid": [grid.nx, grid.nv], "episodes": a.episodes, "seeds": a.seeds,
               "optimum": regret_profile(grid_actor(J, grid), J, grid, starts), "systems": {}}
     print(f"grid optimum: return {result['optimum']['return']:.1f}", flush=True)
-    systems = {"ours": None, **({"sb3": None} if a.sb3 else {})}
-    for system in systems:
+    for system in ["ours"] + (["sb3"] if a.sb3 else []):
         rows = []
         for seed in a.seeds:
             with tempfile.TemporaryDirectory() as d:

@@ -162,7 +162,8 @@ def mountaincar_regret() -> tuple[str, list]:
             "the optimal policy, `Q(s, a) - min_b Q(s, b)`, from value iteration on a "
             f"{d['grid'][0]} x {d['grid'][1]} grid over the state box (`benchmarks/mountaincar_regret.py`); per "
             "episode, split by the steps it happens at and by kind of mistake. The grid's own greedy policy, played "
-            "in the env, is the first row. Medians over the seeds " + ", ".join(map(str, d["seeds"])) + ".\n\n"
+            "from the same starts, is the first row; the return is the mean over the starts. Medians over the seeds "
+            + ", ".join(map(str, d["seeds"])) + ".\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["policy", "solved", "return", "regret", *(f"regret, steps {r}" for r in ranges), *kinds], rows))
     return text, []
