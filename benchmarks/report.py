@@ -377,8 +377,8 @@ def experiments_page() -> str:
              "question names). Env steps to solve are exact for a seed; unsolved counts as infinite in the percentiles. "
              "For whole 50k-env-step runs, *falling* counts the solved seeds with under 80% of evaluations at 475 or more "
              "from the solving one to the end; for short runs, *stayed* counts those whose next evaluations all stayed "
-             "at 475 or more. Every sweep here ran before successive evaluations of a run played new start states "
-             "(`PolicyEvaluator`, commit 9718eac): each evaluation then shared all but one start state with the one "
+             "at 475 or more. Every sweep here but the last ran before successive evaluations of a run played new start "
+             "states (`PolicyEvaluator`, commit 9718eac): each evaluation then shared all but one start state with the one "
              "before it, so a run's solving evaluation was not independent of its earlier ones. That matters most "
              "for MountainCar, whose returns vary most from one start state to another ([where the steps go]"
              "(benchmarks.md#mountaincar-where-the-steps-go)).\n"]
