@@ -22,6 +22,7 @@ from just before training and include the evaluations.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -141,16 +142,18 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
             "budget": int(zoo["n_timesteps"])}, actor
 
 
-def run_ours(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as d:
+def run_ours(env_id: str, seed: int, eval_every: int, stop_after: int, keep: Path | None = None) -> dict[str, Any]:
+    """The env program with the env's defaults; ``keep``: its run folder (policy included), else a temporary one."""
+    with (contextlib.nullcontext(keep.parent) if keep else tempfile.TemporaryDirectory()) as d:
+        run = keep or Path(d, "run")
         cmd = [sys.executable, str(ROOT / "recipes/gym_env.py"), "--env_id", env_id, "--seed", str(seed),
                "--eval_every", str(eval_every), "--eval_episodes", "10", "--stop_after_solved", str(stop_after),
-               "--output_dir", str(Path(d, "run"))]
+               "--output_dir", str(run)]
         res = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
         if res.returncode:
             raise RuntimeError(f"{shlex.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
-        summary = json.loads(Path(d, "run", "summary.json").read_text())
-        rows = [json.loads(line) for line in Path(d, "run", "metrics.jsonl").read_text().splitlines()]
+        summary = json.loads(Path(run, "summary.json").read_text())
+        rows = [json.loads(line) for line in Path(run, "metrics.jsonl").read_text().splitlines()]
     curve = [{"env_steps": r["perf/tokens_total"], "seconds": r["perf/wall_seconds"], "return": r["eval/return"]}
              for r in rows if "eval/return" in r]
     return {"curve": curve, "env_steps": summary["env_steps"], "seconds": summary["seconds"],

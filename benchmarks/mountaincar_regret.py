@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -153,16 +150,14 @@ def threshold() -> float:
 
 
 def train_ours(seed: int, folder: Path) -> dict:
-    """The env program with its defaults, stopping as the control suite does; its final policy."""
+    """The env program with its defaults, run as the control suite runs it, in ``folder``; its final policy."""
+    from control_vs_sb3 import run_ours
     from grpo_seq.policies.actor import make_actor
     from grpo_seq.serialization import load_policy
 
-    cmd = [sys.executable, str(ROOT / "recipes/gym_env.py"), "--env_id", ENV_ID, "--seed", str(seed),
-           "--stop_after_solved", "2", "--output_dir", str(folder)]
-    subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "TQDM_DISABLE": "1"})
-    summary = json.loads((folder / "summary.json").read_text())
-    return {"actor": make_actor(load_policy(folder / "policy"), greedy=True), "solved": summary["solved"],
-            "env_steps": summary["env_steps"]}
+    run = run_ours(ENV_ID, seed, eval_every=10_000, stop_after=2, keep=folder)
+    return {"actor": make_actor(load_policy(folder / "policy"), greedy=True),
+            "solved": any(p["return"] >= threshold() for p in run["curve"]), "env_steps": run["env_steps"]}
 
 
 def train_sb3(seed: int) -> dict:
