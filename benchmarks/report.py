@@ -49,8 +49,8 @@ def table(head: list[str], rows: list[list]) -> str:
 def provenance(meta: dict) -> str:
     m = meta.get("machine", {})
     machine = ", ".join(f"{k} {v}" for k, v in m.items() if v not in (None, ""))
-    commit = meta.get("commit") or "not recorded"
-    commit = commit[:10] + (" (uncommitted changes)" if meta.get("dirty") else "")
+    commit = meta["commit"][:10] if meta.get("commit") else "not recorded"
+    commit += " (uncommitted changes)" if meta.get("dirty") else ""
     cmd = meta["command"] if isinstance(meta["command"], str) else "\n".join(meta["command"])
     out = (f"```bash\n{cmd}\n```\n\n"
            f"- date: {meta.get('date')}\n- commit: `{commit}`\n- machine: {machine}\n")
@@ -143,29 +143,35 @@ def control_vs_sb3() -> tuple[str, list]:
 def mountaincar_regret() -> tuple[str, list]:
     if not (RESULTS / "mountaincar_regret/result.json").exists():
         return "", []
-    d = load("mountaincar_regret/result.json")
-    systems = {"grid optimum": {"summary": {**d["optimum"], "runs": None}}, **d["systems"]}
+    record = load("mountaincar_regret/result.json")
+    runs = [(at, record[at]) for at in ("solved", "budget") if at in record]
+    first = runs[0][1]
     names = {"ours": "ours", "sb3": "SB3 PPO"}
-    ranges = list(d["optimum"]["regret_by_steps"])
-    kinds = list(d["optimum"]["regret_by_kind"])
-    rows = []
-    for name, entry in systems.items():
-        sm = entry["summary"]
+    taken = {"solved": "2 evaluations after solving", "budget": "at the budget"}
+    ranges = list(first["optimum"]["regret_by_steps"])
+    kinds = list(first["optimum"]["regret_by_kind"])
+
+    def row(name: str, when: str, sm: dict) -> list:
         solved = "-" if sm["runs"] is None else f"{sm['solved']} / {sm['runs']}"
-        rows.append([names.get(name, name), solved, fmt(sm["return"], ".1f"), fmt(sm["regret"], ".1f"),
-                     *(fmt(sm["regret_by_steps"][r], ".1f") for r in ranges),
-                     *(fmt(sm["regret_by_kind"][k], ".1f") for k in kinds)])
+        return [name, when, solved, fmt(sm["return"], ".1f"), fmt(sm["regret"], ".1f"),
+                *(fmt(sm["regret_by_steps"][r], ".1f") for r in ranges),
+                *(fmt(sm["regret_by_kind"][k], ".1f") for k in kinds)]
+
+    rows = [row("grid optimum", "-", {**first["optimum"], "runs": None})]
+    rows += [row(names.get(n, n), taken[at], e["summary"]) for at, d in runs for n, e in d["systems"].items()]
     text = ("## MountainCar: where the steps go\n\n"
-            "Each system's final policy from a control-suite run (trained as in the section above, stopping 2 "
-            f"evaluations after solving or at the budget), played greedily from the {d['episodes']} start states of "
-            "MountainCar-v0's resets seeded 0, 1, ... Regret at a step is the steps the action gives away against "
+            "Each system's final policy from a control-suite run (trained as in the section above), taken where the "
+            "suite stops it (2 evaluations after solving, or at the budget) or at the end of its whole budget (1M "
+            f"env steps for both: what it converges to), played greedily from the {first['episodes']} start states "
+            "of MountainCar-v0's resets seeded 0, 1, ... Regret at a step is the steps the action gives away against "
             "the optimal policy, `Q(s, a) - min_b Q(s, b)`, from value iteration on a "
-            f"{d['grid'][0]} x {d['grid'][1]} grid over the state box (`benchmarks/mountaincar_regret.py`); per "
-            "episode, split by the steps it happens at and by kind of mistake. The grid's own greedy policy, played "
-            "from the same starts, is the first row; the return is the mean over the starts. Medians over the seeds "
-            + ", ".join(map(str, d["seeds"])) + ".\n\n"
-            + provenance(d["meta"]) + "\n"
-            + table(["policy", "solved", "return", "regret", *(f"regret, steps {r}" for r in ranges), *kinds], rows))
+            f"{first['grid'][0]} x {first['grid'][1]} grid over the state box (`benchmarks/mountaincar_regret.py`); "
+            "per episode, split by the steps it happens at and by kind of mistake. The grid's own greedy policy, "
+            "played from the same starts, is the first row; the return is the mean over the starts. Medians over the "
+            "seeds " + ", ".join(map(str, first["seeds"])) + ".\n\n"
+            + "".join(f"Taken {taken[at]}:\n\n" + provenance(d["meta"]) + "\n" for at, d in runs)
+            + table(["policy", "taken", "solved", "return", "regret", *(f"regret, steps {r}" for r in ranges), *kinds],
+                    rows))
     return text, []
 
 
