@@ -19,7 +19,7 @@ both get one torch thread: a 64-64 MLP is no faster on two (SB3 here: 5.6 s for 
 one thread, 6.4 s on two), and a second thread only contends with whatever else runs.
 
 How it is measured, the same for both:
-- Evaluation: `grpo_seq.evaluation.PolicyEvaluator("CartPole-v1", 10, seed=10_000 + seed)`,
+- Evaluation: `grpo_seq.evaluation.PolicyEvaluator("CartPole-v1", 10, seed=eval_stream_seed(seed))`,
   10 greedy episodes; SB3's policy goes through a small adapter with the evaluator's interface,
   and both pick greedy actions through the same numpy code (`numpy_actor`: the same three
   matrix products on each system's weights), so an evaluation costs both the same.
@@ -120,10 +120,10 @@ def sb3_worker(seed: int, total_env_steps: int, eval_every: int) -> dict[str, An
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
-    from grpo_seq.evaluation import PolicyEvaluator
+    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
-    evaluate = PolicyEvaluator(ENV_ID, EVAL_EPISODES, seed=10_000 + seed)
+    evaluate = PolicyEvaluator(ENV_ID, EVAL_EPISODES, seed=eval_stream_seed(seed))
     env = make_vec_env(ENV_ID, n_envs=8, seed=seed)
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                 ent_coef=0.0, learning_rate=linear_schedule(1e-3), clip_range=linear_schedule(0.2),

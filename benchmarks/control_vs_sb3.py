@@ -13,7 +13,8 @@ machine drift hits both alike, each in its own subprocess (so peak memory belong
   ``VecNormalize``, ``lin_`` schedules), its budget ``n_timesteps``, one torch thread.
 Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
 ``grpo_seq.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
-``VecNormalize`` observation statistics), seeds ``10_000 + seed``. "Solved" is the first
+``VecNormalize`` observation statistics), reset seeds from ``eval_stream_seed(seed)`` on (each
+evaluation new start states, each run seed its own). "Solved" is the first
 evaluation at or above the env's ``reward_threshold``; each run stops ``--stop_after`` evaluations
 after it (0: runs its whole budget), so "final return" is the last evaluation's. Wall seconds count
 from just before training and include the evaluations.
@@ -98,7 +99,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from grpo_seq.evaluation import PolicyEvaluator
+    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
     zoo = zoo_settings(env_id)
@@ -109,7 +110,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     model = PPO(zoo.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **ppo_kwargs(zoo))
     model.set_logger(Logger(folder=None, output_formats=[]))
     actor = NormalizedActor(model.policy, env) if zoo.get("normalize") else SB3Actor(model.policy)
-    evaluate = PolicyEvaluator(env_id, 10, seed=10_000 + seed)
+    evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed))
 
     class Evaluations(BaseCallback):
         def __init__(self) -> None:

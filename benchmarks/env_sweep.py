@@ -40,7 +40,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     from accelerate.utils import set_seed
 
     from grpo_seq import GRPOTrainer
-    from grpo_seq.evaluation import PolicyEvaluator
+    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
     from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
 
     args = EnvTrainConfig(seed=seed, **overrides)
@@ -49,7 +49,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
-    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + seed)
+    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed))
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
     while trainer.env_steps < min(cap, args.total_env_steps):
         trainer.step(progress=trainer.env_steps / args.total_env_steps)

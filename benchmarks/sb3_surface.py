@@ -8,7 +8,7 @@ runs it: CartPoleConfig, make_policy, GRPOTrainer) and ``GRPO("MlpPolicy", "Cart
 seed=S).learn(50_000, callback=...)``, alternating which goes first. ``modes``: the surface's
 episode groups against per-state alternatives (``group_mode="alternatives"``), with and without a
 shaped ``reward_function``. Every run evaluates 10 greedy episodes (``PolicyEvaluator``, seed
-10_000 + S, as the recipe) after the first update past every ``--eval_every`` env steps and stops
+``eval_stream_seed(S)``, as the recipe) after the first update past every ``--eval_every`` env steps and stops
 at the first mean >= 475 ("solved") or at ``--cap`` env steps. Seconds are wall time from the
 start of training to solving, evaluations included, one process, one torch thread.
 Writes ``benchmarks/results/sb3_surface/result.json`` or ``benchmarks/results/sb3_alternatives/result.json``.
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "recipes"))
 from cartpole import CartPoleConfig, make_policy  # noqa: E402
 
 from grpo_seq import GRPO, EnvGroupSampler, GRPOTrainer  # noqa: E402
-from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
+from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed  # noqa: E402
 
 import record  # noqa: E402
 
@@ -59,7 +59,7 @@ def recipe_run(seed: int, eval_every: int, cap: int, accelerator: Accelerator) -
     set_seed(seed)
     sampler = EnvGroupSampler(args.env_id, args.num_groups, args.num_generations, seed=seed)
     trainer = GRPOTrainer(args, make_policy(args, sampler), sampler, accelerator)
-    evaluate = PolicyEvaluator(args.env_id, 10, seed=10_000 + seed)
+    evaluate = PolicyEvaluator(args.env_id, 10, seed=eval_stream_seed(seed))
     start, next_eval = time.perf_counter(), eval_every
     while trainer.env_steps < cap:
         trainer.step(progress=trainer.env_steps / args.total_env_steps)
@@ -76,7 +76,7 @@ class SolveWatch:
 
     def __init__(self, model: GRPO, seed: int, eval_every: int):
         self.model, self.every, self.next = model, eval_every, eval_every
-        self.evaluate = PolicyEvaluator("CartPole-v1", 10, seed=10_000 + seed)
+        self.evaluate = PolicyEvaluator("CartPole-v1", 10, seed=eval_stream_seed(seed))
         self.iteration, self.solved, self.start = 0, None, time.perf_counter()
 
     def __call__(self, locals_: dict, globals_: dict) -> bool:

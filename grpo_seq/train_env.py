@@ -59,7 +59,7 @@ from tqdm.auto import tqdm
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
 from grpo_seq.cli import cli_errors, parse_config, require, run_folder
 from grpo_seq.errors import ConfigError
-from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
 from grpo_seq.plot import plot_run_if_possible
 from grpo_seq.record import check_renderer, record_episode
 from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_units
@@ -324,7 +324,7 @@ def train(args: EnvTrainConfig) -> None:
     sampler = make_sampler(args, accelerator.process_index, policy.init_kwargs["obs_scale"])
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
     # Same eval seeds on every process: equal parameters give equal returns, so all agree.
-    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=10_000 + args.seed)
+    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(args.seed))
 
     # Everything the loop carries besides the trainer, so a resumed run repeats an uninterrupted one.
     state = trainer.resume(args.resume_from) if args.resume_from else {}
@@ -389,7 +389,7 @@ def train(args: EnvTrainConfig) -> None:
     trainer.save()
     video = None
     if args.record and main_proc:
-        video = record_episode(trainer.policy, args.env_id, Path(args.output_dir, "agent.gif"), seed=10_000 + args.seed)
+        video = record_episode(trainer.policy, args.env_id, Path(args.output_dir, "agent.gif"), seed=eval_stream_seed(args.seed))
         print(f"greedy episode: {video['frames']} steps, return {video['return']:.0f}: {video['gif']}"
               + (f" and {video['mp4']}" if video["mp4"] else ""))
     summary = {

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from grpo_seq import CategoricalMLPPolicy
-from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
 
 
 class AlwaysLeft(torch.nn.Module):
@@ -31,6 +31,18 @@ def test_successive_evaluations_never_replay_a_start_state():
         obs, _ = ev.envs.reset(seed=ev.last_seed)  # the start states that evaluation played
         starts |= {float(x) for x in obs[:, 0]}  # MountainCar starts at rest: the position tells them apart
     assert len(starts) == 20  # 4 evaluations x 5 episodes, every start state new (a stride of 1 gives 8)
+
+
+def test_runs_of_neighbouring_seeds_evaluate_on_different_start_states():
+    assert (eval_stream_seed(0), eval_stream_seed(3)) == (10_000, 3_010_000)
+    starts = {}
+    for run_seed in (100, 101):
+        ev = PolicyEvaluator("MountainCar-v0", num_episodes=5, seed=eval_stream_seed(run_seed))
+        ev(AlwaysLeft())
+        obs, _ = ev.envs.reset(seed=ev.last_seed)
+        starts[run_seed] = {float(x) for x in obs[:, 0]}
+    # seeds 10_000 + run_seed shared 4 of these 5 starts (the same list shifted by one episode)
+    assert not starts[100] & starts[101]
 
 
 def test_always_pushing_left_falls_within_a_few_dozen_steps():
