@@ -387,7 +387,9 @@ def experiments_page() -> str:
              "states (`PolicyEvaluator`, commit 9718eac): each evaluation then shared all but one start state with the one "
              "before it, so a run's solving evaluation was not independent of its earlier ones. That matters most "
              "for MountainCar, whose returns vary most from one start state to another ([where the steps go]"
-             "(benchmarks.md#mountaincar-where-the-steps-go)).\n"]
+             "(benchmarks.md#mountaincar-where-the-steps-go)). Every sweep here also ran before each run seed had its own "
+             "stream of evaluation start states (`eval_stream_seed`, commit d374d74): runs of neighbouring seeds "
+             "evaluated on nearly the same starts, so their lucky and unlucky evaluations came together.\n"]
     questions = load(SWEEPS)["questions"]
     first_beyond = next((q["id"] for q in questions if beyond_cartpole(q)), None)
     for d in questions:
