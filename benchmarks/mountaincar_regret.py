@@ -147,10 +147,12 @@ def start_states(episodes: int) -> np.ndarray:
     return np.asarray(xs)
 
 
-def threshold() -> float:
+def reached_threshold(curve: list[dict]) -> bool:
+    """Whether any evaluation of a run's curve reached MountainCar-v0's ``reward_threshold``."""
     import gymnasium as gym
 
-    return float(gym.spec(ENV_ID).reward_threshold)
+    threshold = float(gym.spec(ENV_ID).reward_threshold)
+    return any(p["return"] >= threshold for p in curve)
 
 
 # --at: evaluations a run goes on for after its first at the threshold (0: the whole budget)
@@ -165,7 +167,7 @@ def train_ours(seed: int, folder: Path, stop_after: int) -> dict:
 
     run = run_ours(ENV_ID, seed, eval_every=10_000, stop_after=stop_after, keep=folder)
     return {"actor": make_actor(load_policy(folder / "policy"), greedy=True),
-            "solved": any(p["return"] >= threshold() for p in run["curve"]), "env_steps": run["env_steps"]}
+            "solved": reached_threshold(run["curve"]), "env_steps": run["env_steps"]}
 
 
 def train_sb3(seed: int, stop_after: int) -> dict:
@@ -176,7 +178,7 @@ def train_sb3(seed: int, stop_after: int) -> dict:
 
     torch.set_num_threads(1)
     run, actor = sb3_train(ENV_ID, seed, eval_every=10_000, stop_after=stop_after)
-    return {"actor": actor.numpy_actor(greedy=True), "solved": any(p["return"] >= threshold() for p in run["curve"]),
+    return {"actor": actor.numpy_actor(greedy=True), "solved": reached_threshold(run["curve"]),
             "env_steps": run["env_steps"]}
 
 
@@ -207,11 +209,11 @@ def main() -> None:
     result = {"meta": record.meta(), "at": a.at, "grid": [grid.nx, grid.nv], "episodes": a.episodes, "seeds": a.seeds,
               "optimum": regret_profile(grid_actor(J, grid), J, grid, starts), "systems": {}}
     print(f"grid optimum: return {result['optimum']['return']:.1f}", flush=True)
+    stop_after = STOP_AFTER[a.at]
     for system in ["ours"] + (["sb3"] if a.sb3 else []):
         rows = []
         for seed in a.seeds:
             with tempfile.TemporaryDirectory() as d:
-                stop_after = STOP_AFTER[a.at]
                 run = train_ours(seed, Path(d, "run"), stop_after) if system == "ours" else train_sb3(seed, stop_after)
                 row = {"seed": seed, "solved": run["solved"], "env_steps": run["env_steps"],
                        **regret_profile(run["actor"], J, grid, starts)}

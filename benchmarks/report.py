@@ -161,8 +161,8 @@ def mountaincar_regret() -> tuple[str, list]:
     rows += [row(names.get(n, n), taken[at], e["summary"]) for at, d in runs for n, e in d["systems"].items()]
     text = ("## MountainCar: where the steps go\n\n"
             "Each system's final policy from a control-suite run (trained as in the section above), taken where the "
-            "suite stops it (2 evaluations after solving, or at the budget) or at the end of its whole budget (1M "
-            f"env steps for both: what it converges to), played greedily from the {first['episodes']} start states "
+            "suite stops it (2 evaluations after solving, or at the budget) or at the end of its whole budget "
+            f"(what it converges to), played greedily from the {first['episodes']} start states "
             "of MountainCar-v0's resets seeded 0, 1, ... Regret at a step is the steps the action gives away against "
             "the optimal policy, `Q(s, a) - min_b Q(s, b)`, from value iteration on a "
             f"{first['grid'][0]} x {first['grid'][1]} grid over the state box (`benchmarks/mountaincar_regret.py`); "
