@@ -310,16 +310,6 @@ def soak() -> tuple[str, list]:
     return text, []
 
 
-def measured_facts() -> str:
-    d = load("measured_facts/result.json")
-    rows = [[f["area"], f["topic"], f["measured"] + (f" (`{f['command']}`)" if f.get("command") else "")] for f in d["facts"]]
-    return ("## Measured facts\n\n"
-            "Per-step costs and findings measured earlier on the project's CPU machine, by hand or with scratch code "
-            "whose JSON was not kept, quoted from the README of the commit below "
-            "(`benchmarks/results/measured_facts/result.json`).\n\n"
-            + provenance(d["meta"]) + "\n" + table(["area", "what", "measured"], rows))
-
-
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
@@ -335,7 +325,7 @@ def benchmarks_page() -> tuple[str, list]:
               "extra (`pip install -e \".[dev,bench]\"`). Timings on a shared machine move between runs of the same "
               "thing: compare the ratios of one run, not absolute seconds across runs. The CartPole sweeps behind the "
               "defaults are on the [experiments page](experiments.md).\n\n"
-            + "\n".join(parts) + "\n" + measured_facts())
+            + "\n".join(parts))
     return page, headline
 
 
@@ -375,6 +365,157 @@ def beyond_cartpole(question: dict) -> bool:
     return any(e["config"].get("env_id", "CartPole-v1") not in CARTPOLE_IDS for e in question["results"])
 
 
+# What a question's rows show, in words: the numbers stay in its tables, drawn from the record. Keyed by question id.
+FINDINGS = {
+    "batch_shape": (
+        "Many small updates: the median env steps to solve fall as the groups per update fall from four to one, and "
+        "G = 2 learns in the fewest. Adam moves each weight by about the learning rate per update, whatever the batch "
+        "size, and two episodes of CartPole nearly always differ in length, so a pair already carries a signal. "
+        "Reusing a batch (`--mu 2`, several minibatches) did worse: clipped tokens give no gradient while Adam's "
+        "momentum keeps moving the weights."),
+    "acrobot_defaults": (
+        "Where every episode of a group times out alike (Acrobot before its first success), GRPO has nothing to "
+        "compare; the tie-breaking bonus tells the members apart by the rarer states they reached. Advantages are "
+        "divided by the group's std, so its size hardly matters where it is the only difference. Without it the runs "
+        "solved later, and one seed not at all; twice the members per group (G = 8) did not make up for it."),
+    "acrobot_stability": (
+        "On Acrobot the member still running after the others have ended is the one that has not swung up yet, and "
+        "keeping ended members in the comparison (`--absorb_ended`, the last row) changed little. Under every setting "
+        "tried here most seeds' greedy policies fell below the threshold for a while after first solving."),
+    "mountaincar_defaults": (
+        "Once the car reaches the flag, the members of a group differ by a few steps of chance. Divided by the group's "
+        "std, that noise became a unit-sized advantage at every update, and runs that had reached the flag drifted "
+        "back to timing out (-200). Centred only (`--scale_rewards false`), a group moves the policy in proportion to "
+        "how much its members differ, and Adam's beta2 0.999 keeps the step small while batches carry only noise; with "
+        "Adam at 1e-2 as well (the last two rows) every seed solves."),
+    "lunarlander_defaults": (
+        "On LunarLander the member still running after its partner has ended is a lander that hovers, or jitters on "
+        "the ground until the time limit: without `--absorb_ended` its remaining steps, which decide the last points, "
+        "are never trained. Kept in the comparison with return-to-go 0, the ended member teaches it that those steps "
+        "cost fuel that stopping would not: on seeds 0 to 9 it solved the seed the defaults before missed, in fewer "
+        "env steps, and more runs stayed solved after solving. Solve times have a long tail: on seeds 10 to 19 the "
+        "slow seeds were still improving when a 1M budget's learning rate reached 0, more update passes per batch "
+        "(`--mu 4`) left one of them unsolved, and a 2M budget solved both seeds left over; 2M is the default."),
+    "mountaincar_first_push": (
+        "Pushing with the velocity reaches the flag from any start, but not in time for the threshold: that needs the "
+        "first push from a standstill to go the right way, left from the starts near the right end of their range and "
+        "right from the others, a choice worth tens of steps. Three changes are meant to learn it. Centred "
+        "observations (`--obs_center`: the box random play reaches mapped onto [-1, 1]) spread the start positions "
+        "across the policy's inputs, where divided by their largest magnitude they fill a narrow band of one sign. "
+        "Step-wise advantages credit the push at the first step, which all the members of a group share, where "
+        "whole-episode ones spread its credit over every step. And an entropy bonus (`--ent_coef 0.01`) is there to "
+        "keep the group trying both directions. Its share is the least certain of the three: in this sweep it leaves "
+        "as many seeds unsolved as it saves, and it stays because a first probe (observation divisors drawn from one "
+        "seed's random play for every run, not in the record) left more seeds unsolved without it.\n\n"
+        "Read over seeds 0 to 79 together (the table below), the three solve with a lower median of env steps than "
+        "the defaults before them, with a longer tail and more unsolved seeds; on seeds 40 to 79 alone the defaults "
+        "before were faster, and neither a 2M env-step budget nor G = 16 solved every seed. The unsolved runs of the "
+        "defaults now settle on pushing right first from every start and stay just short of the threshold (question "
+        "`mountaincar_stuck_seeds`); an unsolved run of the defaults before ended otherwise: it drifted back to never "
+        "reaching the flag."),
+    "mountaincar_stuck_seeds": (
+        "No other setting of the defaults removes those runs. On those five seeds half of the one-option changes "
+        "solve all five, but each of the three widened to 40 or 80 seeds leaves about as many seeds unsolved as the "
+        "defaults do, mostly other seeds than theirs (the table below): a change re-draws which seeds get stuck. The "
+        "tie-breaking bonus matters most: without it none of the five seeds solved."),
+    "mountaincar_new_starts": (
+        "The MountainCar sweeps above ran when each evaluation replayed all but one start state of the one before. "
+        "With every evaluation on new start states, the same defaults solve every seed of this sweep, the seeds that "
+        "had settled on pushing right first included, yet almost no run stays at the threshold for the next three "
+        "evaluations. The control suite's seed 101, which also settles on pushing right first, stayed unsolved until "
+        "its evaluations stopped sharing their start states with seed 100's (`eval_stream_seed`); it solves now, with "
+        "the same training ([the control suite](benchmarks.md#the-classic-control-suite-against-stable-baselines3-ppo))."
+        "\n\n"
+        "What sets MountainCar apart is how little a solving evaluation says. Played greedily from many start states, "
+        "the policies of both systems at the point the control suite stops them (two evaluations after solving) "
+        "return short of -110, and far behind the optimal policy that value iteration finds ([where the steps go]"
+        "(benchmarks.md#mountaincar-where-the-steps-go)): \"solved\" there is one 10-episode evaluation past the "
+        "threshold, for PPO as for us, and a policy whose returns vary from start to start passes one sooner or later, "
+        "early in training for some runs of either system. A run that settles on pushing right first returns the same "
+        "few steps short from almost every start, so it passes one later, if at all, though over many starts it is "
+        "no worse than runs that solve. Trained over the whole budget, our policies end within a few steps of -110, "
+        "most of them short of it, and PPO's end further off: the threshold sits at the edge of what either converges "
+        "to, and the suite's solved counts on MountainCar are partly luck for both. The steps go in the swings more "
+        "than in the first push: our policies mostly keep pushing with the velocity where the optimum has already "
+        "turned back. Step-wise advantages compare the members of a group at equal step indices, which mid-episode "
+        "are different states, where PPO has a learned value of each state to compare against."),
+}
+
+# Seed blocks of one setting read together: question id -> [(row label, [(question id, entry description), ...])].
+_NOW = [("mountaincar_first_push", "step-wise advantages, centred observations and --ent_coef 0.01: the defaults now, "
+                                   "seeds 0 to 19"),
+        ("mountaincar_first_push", "the defaults now, seeds 20 to 39")]
+_NOW_80 = _NOW + [("mountaincar_first_push", "the defaults now, seeds 40 to 79")]
+POOLED = {
+    "mountaincar_first_push": [
+        ("the defaults now, seeds 0 to 79", _NOW_80),
+        ("the defaults before (whole-episode advantages), seeds 0 to 79", [
+            ("mountaincar_first_push", "the defaults before: whole-episode advantages, observations divided by their "
+                                       "largest value, no entropy bonus (question mountaincar_defaults), seeds 0 to 19"),
+            ("mountaincar_defaults", "the defaults until question mountaincar_first_push, seeds 20 to 39"),
+            ("mountaincar_first_push", "the defaults before, seeds 40 to 79 (seeds 20 to 39: question "
+                                       "mountaincar_defaults)")]),
+    ],
+    "mountaincar_stuck_seeds": [
+        ("the defaults, seeds 0 to 39", _NOW),
+        ("`--adam_beta1 0.9`, seeds 0 to 39", [("mountaincar_stuck_seeds", "with --adam_beta1 0.9, seeds 0 to 19"),
+                                               ("mountaincar_stuck_seeds", "the same, seeds 20 to 39")]),
+        ("4 groups of G = 4, seeds 0 to 39", [("mountaincar_stuck_seeds", "4 groups of G = 4 (16 episodes per update, "
+                                                                          "as the defaults), seeds 0 to 39")]),
+        ("the defaults, seeds 0 to 79", _NOW_80),
+        ("`--absorb_ended false`, seeds 0 to 79", [
+            ("mountaincar_stuck_seeds", "with --absorb_ended false (steps past a member's end compared only among "
+                                        "those still running), seeds 0 to 39"),
+            ("mountaincar_stuck_seeds", "the same, seeds 40 to 59"), ("mountaincar_stuck_seeds", "the same, seeds 60 to 79")]),
+    ],
+}
+
+SPEED_CHANGES = (
+    "## Speed changes tried\n\n"
+    "These were measured by hand or with scratch code whose output was not kept, so this page gives no numbers for "
+    "them; `benchmarks/env_step_cost.py` (env steps) and `benchmarks/generation_speed.py` (decoding) measure the two "
+    "hot paths on your own machine.\n\n"
+    "- Kept, env agents: one `gym.make` env per episode for small groups and the numpy-vectorised CartPole for large "
+    "ones; actions passed to the env as numpy integers; a numpy copy of the MLP for the per-step actions of a rollout; "
+    "returns-to-go as one reversed cumulative sum; torch's `clip_grad_norm_` and the optimizer's step called directly "
+    "where accelerate's wrappers only forward them.\n"
+    "- Kept, language models: freed memory kept in the process between steps (`--retain_freed_memory`), so that each "
+    "step does not fault its activations' pages back in; oneDNN packed matrix products for fp32 decoding; our own "
+    "sampling loop (an in-place KV cache, one prefill per prompt, one uniform draw per row, a direct decode step for "
+    "Llama and Qwen2 blocks; [its agreement with `generate()`](benchmarks.md#our-sampling-loop-against-generate)); a "
+    "fused LM head and log-softmax; fused AdamW; each distinct prompt run once per group; sampling from a bf16 copy "
+    "of the weights.\n"
+    "- Tried and dropped: a static KV cache; `torch.compile` of the decode step; bf16 oneDNN prepacked weights; "
+    "`W @ x.T` for wide weights; fused q/k/v and gate/up weights; bf16 attention inside an fp32 model (it would "
+    "change the model's attention implementation, which a saved config could carry).\n"
+    "- Fixed: completions scored at temperature 1 while sampled at a lower one; they are now scored under the "
+    "distribution they were drawn from (the control row of [the replay of TRL's batches]"
+    "(benchmarks.md#the-same-updates-on-the-same-completions-replaying-trls-batches)).\n")
+
+
+def sweep_entry(questions: list, qid: str, description: str) -> dict:
+    """The entry of question ``qid`` whose description is ``description`` (KeyError if the record lost it)."""
+    for q in questions:
+        if q["id"] == qid:
+            for e in q["results"]:
+                if e.get("description") == description:
+                    return e
+    raise KeyError(f"{SWEEPS}: no entry {description!r} in question {qid!r}")
+
+
+def pooled_table(questions: list, qid: str) -> str:
+    rows = []
+    for name, parts in POOLED.get(qid, []):
+        runs = [r for q, desc in parts for r in sweep_entry(questions, q, desc)["rows"]]
+        cells, _ = sweep_rows({"description": name, "config": {}, "rows": runs})
+        unsolved = [str(r["seed"]) for r in runs if not r["solved_env_steps"]]
+        rows.append(cells[:5] + [", ".join(unsolved) or "-"])
+    if not rows:
+        return ""
+    return ("\nThe same runs, seed blocks of one setting read together:\n\n"
+            + table(["options", "solved", "median env steps to solve", "90th pct", "worst seed", "unsolved seeds"], rows))
+
+
 def experiments_page() -> str:
     out = ["# What we tried\n\n" + HEADER
            + "The env recipe's defaults were chosen by these sweeps of `benchmarks/env_sweep.py` (named cartpole_sweep.py "
@@ -394,7 +535,7 @@ def experiments_page() -> str:
     first_beyond = next((q["id"] for q in questions if beyond_cartpole(q)), None)
     for d in questions:
         if d["id"] == first_beyond:
-            out.append("## Beyond CartPole\n\nThe env recipe's defaults for other envs (`grpo_seq.train_env.ENV_DEFAULTS`, "
+            out.append("## Beyond CartPole\n\nThe env recipe's defaults for other envs (`grpo_seq.envs.defaults`, "
                        "`ENV_OVERRIDES`): each row the recipe with the options shown over the defaults of that time; "
                        "solved = the env's `reward_threshold` (Acrobot -100, MountainCar -110, LunarLander 200).\n")
         rows, whole = [], False
@@ -404,12 +545,9 @@ def experiments_page() -> str:
         head = ["options", "solved", "median env steps to solve", "90th pct", "worst seed"]
         head += ["seeds falling", "final evaluation below the threshold"] if whole else ["stayed solved after solving"]
         out.append(f"## {d['question']}\n\nQuestion `{d['id']}` of `benchmarks/results/{SWEEPS}`\n\n"
-                   + provenance(d["meta"]) + "\n" + table(head, rows))
-    facts = load("measured_facts/result.json")["facts"]
-    tried = [[f["area"], f["topic"], f["measured"], f["kept"]] for f in facts if f.get("kept")]
-    out.append("## Speed changes tried\n\nMeasured by hand or with scratch code (no JSON kept), quoted from "
-               "`benchmarks/results/measured_facts/result.json`; the machine and commit are on the "
-               "[benchmarks page](benchmarks.md#measured-facts).\n\n" + table(["area", "idea", "measured", "kept"], tried))
+                   + provenance(d["meta"]) + "\n" + table(head, rows)
+                   + (f"\n{FINDINGS[d['id']]}\n" if d["id"] in FINDINGS else "") + pooled_table(questions, d["id"]))
+    out.append(SPEED_CHANGES)
     return "\n".join(out)
 
 
