@@ -4,7 +4,7 @@
     python benchmarks/env_sweep.py --configs '{"env_id": "Acrobot-v1"}' --eval_every 5000 --cap 200000 \
         --question "Acrobot: ..." --id acrobot_defaults
 
-Each config is a JSON object of `grpo_seq.train_env` options over its defaults (CartPole-v1
+Each config is a JSON object of `grpo-seq train-env` options (`grpo_seq.jobs.env_spec.EnvJob`) over its defaults (CartPole-v1
 unless it names an `env_id`). Every run trains as the recipe does and evaluates 10 greedy
 episodes (`PolicyEvaluator`, the same seeds as the recipe) after the first update past every
 `--eval_every` env steps; "solved" is the first evaluation at or above the env's threshold. A
@@ -41,9 +41,10 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
 
     from grpo_seq import GRPOTrainer
     from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
-    from grpo_seq.train_env import EnvTrainConfig, make_policy, make_sampler, solved_threshold
+    from grpo_seq.jobs.env import make_policy, make_sampler, solved_threshold
+    from grpo_seq.jobs.env_spec import EnvJob
 
-    args = EnvTrainConfig(seed=seed, **overrides)
+    args = EnvJob(seed=seed, **overrides)
     set_seed(seed)
     policy = make_policy(args)
     args.solved_return = solved_threshold(args)

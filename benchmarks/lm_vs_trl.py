@@ -68,14 +68,14 @@ def plain_checkpoint(model: str | None, cache_dir: Path) -> Path:
     if model and Path(model).is_dir():
         return Path(model)
     from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.serialization import atomic_dir
 
     target = cache_dir / (model or DEFAULT_MODEL).replace("/", "__")
     if not (target / "config.json").is_file():
         lm, tok = load_model_and_tokenizer(model or DEFAULT_MODEL)
-        tmp = target.with_name(target.name + ".tmp")
-        lm.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        tmp.rename(target)
+        with atomic_dir(target) as tmp:
+            lm.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
     return target
 
 
@@ -127,11 +127,11 @@ def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbac
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_seq.data import chat_prompts, load_rows
+    from grpo_seq.prompt_data import chat_prompts, read_rows
     from reward_fns.gsm8k import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, format_reward
 
     torch.set_num_threads(os.cpu_count() or 1)
-    rows = chat_prompts(load_rows(a.data), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)
+    rows = chat_prompts(read_rows(a.data), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
     G = a.num_generations
     config = GRPOConfig(

@@ -24,8 +24,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_seq.data import chat_prompts, load_rows  # noqa: E402
 from grpo_seq.generation import sample_tokens  # noqa: E402
+from grpo_seq.prompt_data import chat_prompts, read_rows  # noqa: E402
 from reward_fns.gsm8k import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, format_reward  # noqa: E402
 
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
@@ -60,7 +60,7 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(a.model)
     tok.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(a.model).eval()
-    rows = chat_prompts(load_rows(str(a.data)), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)
+    rows = chat_prompts(read_rows(str(a.data)), system_prompt=GSM8K_SYSTEM_PROMPT, instruction=GSM8K_INSTRUCTION)
     rows = [rows[0], rows[1]]
     texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .config import GRPOConfig
 
 __all__ = [
-    "all_equal", "outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
+    "all_equal", "equal_reward_groups", "outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
     "discounted_returns", "compute_advantages",
 ]
 
@@ -43,6 +43,13 @@ def all_equal(values: Tensor, mask: Tensor | None, dim: int | tuple[int, ...]) -
     hi = torch.where(keep, values, torch.full_like(values, -big)).amax(dim=dim, keepdim=True)
     lo = torch.where(keep, values, torch.full_like(values, big)).amin(dim=dim, keepdim=True)
     return (hi == lo) | (keep.sum(dim=dim, keepdim=True) < 2)
+
+
+def equal_reward_groups(rewards: Tensor) -> Tensor:
+    """``(num_groups,)`` bools: True for a group of ``(num_groups, G)`` rewards whose members all
+    earned the same reward, ``max_i r_i == min_i r_i`` (:func:`all_equal` along the group). Such a
+    group's advantages are 0: it trains nothing."""
+    return all_equal(rewards, None, 1).squeeze(1)
 
 
 def _check_mask(values_t: Tensor, mask_t: Tensor, name: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 from .errors import ConfigError
 from .objective import LOSS_TYPES
@@ -159,61 +159,79 @@ class GRPOConfig:
     })
 
     def __post_init__(self) -> None:
-        def fail(name: str, why: str) -> None:
-            raise ConfigError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+        self._check_finite()
+        self._check_batch_and_optimizer()
+        self._check_update()
+        self._check_objective()
+        self._check_run()
 
+    def _fail(self, name: str, why: str) -> NoReturn:
+        raise ConfigError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+
+    def _check_finite(self) -> None:
         for f in fields(self):  # NaN and inf pass most comparisons: no float option may hold them
             value = getattr(self, f.name)
             if isinstance(value, float) and not math.isfinite(value):
-                fail(f.name, "must be a finite number")
+                self._fail(f.name, "must be a finite number")
 
+    def _check_batch_and_optimizer(self) -> None:
+        """Group shape, Adam and its learning rate, non-finite steps, gradient clipping."""
         if self.num_generations < 2:
-            fail("num_generations", "a group needs at least 2 outputs to compare (G >= 2)")
+            self._fail("num_generations", "a group needs at least 2 outputs to compare (G >= 2)")
         if self.num_groups < 1:
-            fail("num_groups", "must be >= 1")
+            self._fail("num_groups", "must be >= 1")
         if not self.learning_rate > 0:
-            fail("learning_rate", "must be > 0")
+            self._fail("learning_rate", "must be > 0")
         for name in ("adam_beta1", "adam_beta2"):
             if not 0 <= getattr(self, name) < 1:
-                fail(name, "must be in [0, 1)")
+                self._fail(name, "must be in [0, 1)")
         if self.lr_schedule not in LR_SCHEDULES:
-            fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
+            self._fail("lr_schedule", f"must be one of {LR_SCHEDULES}")
         if not self.adam_eps > 0:
-            fail("adam_eps", "must be > 0 (Adam divides by sqrt(v) + eps, and v is 0 where a gradient is 0)")
+            self._fail("adam_eps", "must be > 0 (Adam divides by sqrt(v) + eps, and v is 0 where a gradient is 0)")
         if self.weight_decay < 0:
-            fail("weight_decay", "must be >= 0")
+            self._fail("weight_decay", "must be >= 0")
         if self.max_nonfinite_steps < 1:
-            fail("max_nonfinite_steps", "must be >= 1")
+            self._fail("max_nonfinite_steps", "must be >= 1")
         if self.max_grad_norm < 0:
-            fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
+            self._fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
+
+    def _check_update(self) -> None:
+        """How a sampled batch is split into optimizer steps and passes."""
         if self.mu < 1:
-            fail("mu", "must be >= 1")
+            self._fail("mu", "must be >= 1")
         if self.num_minibatches < 1:
-            fail("num_minibatches", "must be >= 1")
+            self._fail("num_minibatches", "must be >= 1")
         if (self.num_groups * self.num_generations) % self.num_minibatches:
-            fail(
+            self._fail(
                 "num_minibatches",
                 f"must divide the {self.num_groups * self.num_generations} outputs per step "
                 f"(num_groups={self.num_groups} x num_generations={self.num_generations})",
             )
         if self.micro_batch_size < 0:
-            fail("micro_batch_size", "must be >= 0 (0: the whole minibatch in one pass)")
+            self._fail("micro_batch_size", "must be >= 0 (0: the whole minibatch in one pass)")
+
+    def _check_objective(self) -> None:
+        """The clipped objective, its KL and entropy terms, the advantages."""
         if not 0 < self.epsilon < 1:
-            fail("epsilon", "must be in (0, 1)")
+            self._fail("epsilon", "must be in (0, 1)")
         if self.epsilon_high is not None and not self.epsilon_high > 0:
-            fail("epsilon_high", "must be > 0")
+            self._fail("epsilon_high", "must be > 0")
         if self.beta < 0:
-            fail("beta", "must be >= 0")
+            self._fail("beta", "must be >= 0")
         if self.ent_coef < 0:
-            fail("ent_coef", "must be >= 0 (0: no entropy bonus)")
+            self._fail("ent_coef", "must be >= 0 (0: no entropy bonus)")
         if self.ref_sync_steps < 0:
-            fail("ref_sync_steps", "must be >= 0")
+            self._fail("ref_sync_steps", "must be >= 0")
         if self.loss_type not in LOSS_TYPES:
-            fail("loss_type", f"must be one of {LOSS_TYPES}")
+            self._fail("loss_type", f"must be one of {LOSS_TYPES}")
         if self.advantage not in ADVANTAGE_TYPES:
-            fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
+            self._fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
         if not 0 < self.gamma <= 1:
-            fail("gamma", "must be in (0, 1]")
+            self._fail("gamma", "must be in (0, 1]")
+
+    def _check_run(self) -> None:
+        """Trackers and checkpoints."""
         if self.report_to:
             from .tracking import tracker_kwargs
 
@@ -222,9 +240,9 @@ class GRPOConfig:
             except ValueError as e:
                 raise ConfigError(f"GRPOConfig.report_to: {e}") from None
         if self.save_steps < 0:
-            fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
+            self._fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
         if self.save_total_limit < 0:
-            fail("save_total_limit", "must be >= 0 (0: keep every checkpoint)")
+            self._fail("save_total_limit", "must be >= 0 (0: keep every checkpoint)")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from .advantages import all_equal, equal_reward_groups
+
 __all__ = ["SignalWatch", "NO_SIGNAL_FIXES"]
 
 NO_SIGNAL_FIXES = (
@@ -43,10 +47,13 @@ class SignalWatch:
     def update(self, grouped_rewards: list[list[float]]) -> str | None:
         """Record one step's rewards, one list per group; returns the message the first time the
         run has been flat for ``patience`` steps in a row, else None."""
-        flat_values = [g[0] for g in grouped_rewards if max(g) == min(g)]
-        values = [r for g in grouped_rewards for r in g]
-        self.ever_differed = self.ever_differed or max(values) != min(values)
-        self.best = max(values) if self.best is None else max(self.best, max(values))
+        # float64 holds every float a caller passes (the trainer's float32 rewards too) exactly
+        rewards = torch.tensor(grouped_rewards, dtype=torch.float64)
+        flat = equal_reward_groups(rewards).tolist()
+        flat_values = [g[0] for g, is_flat in zip(grouped_rewards, flat) if is_flat]
+        self.ever_differed = self.ever_differed or not bool(all_equal(rewards, None, (0, 1)))
+        top = float(rewards.max())
+        self.best = top if self.best is None else max(self.best, top)
         stuck = [v for v in flat_values if not self.ever_differed or v < self.best]
         if len(stuck) >= self.threshold * len(grouped_rewards):
             self.flat_in_a_row += 1

@@ -10,7 +10,7 @@ still does.
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError"]
+__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError", "require"]
 
 
 class UsageError(ValueError):
@@ -32,3 +32,12 @@ class RunDirError(UsageError):
 class NonFiniteError(RuntimeError):
     """Training produced NaN or inf several optimizer steps in a row (not a usage error: the
     message names the likely causes, and the weights saved are the last finite ones)."""
+
+
+def require(cfg: object, name: str, ok: bool, why: str) -> None:
+    """Refuse option ``name`` of ``cfg`` with :class:`ConfigError` (``--name: why, got value``) unless ``ok``.
+
+    Every config dataclass validates through this, so an option refused from the command line,
+    a spec file, the Stable-Baselines3 class or the TRL config reads the same."""
+    if not ok:
+        raise ConfigError(f"--{name}: {why}, got {getattr(cfg, name)!r}")

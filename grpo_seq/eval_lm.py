@@ -1,4 +1,4 @@
-"""Greedy completions of a prompt dataset, scored by reward functions: ``grpo-seq eval lm``.
+"""Greedy completions of a prompt dataset, scored by reward functions (what ``grpo-seq eval lm`` runs).
 
     grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq eval lm --help
@@ -6,7 +6,8 @@
 The dataset and reward functions are given as to ``grpo-seq train-lm`` (TRL's formats; import
 paths, the working folder importable). Writes ``<output_dir>/eval.json`` (the mean total reward,
 each function's mean over the rows it scored, ``n``) and ``<output_dir>/completions.jsonl`` (each
-prompt, its completion and rewards).
+prompt, its completion and rewards). A task's program (a recipe) subclasses :class:`EvalLMConfig`
+with its defaults and passes :func:`evaluate` its short reward names and its own measures.
 """
 
 from __future__ import annotations
@@ -15,20 +16,23 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .cli import cli_errors, parse_config, require
-from .data import check_prompt_lengths, greedy_completions, row_place
-from .errors import ConfigError
+from .errors import ConfigError, require
+from .generation.greedy import greedy_completions
+from .generation.prompts import check_prompt_lengths
 from .models import load_model_and_tokenizer
-from .prompt_data import prompt_rows, read_rows
+from .prompt_data import prompt_rows, read_rows, row_place
 from .rewards import RewardScorer
 from .serialization import atomic_write_text
 
-__all__ = ["EvalLMConfig", "evaluate", "score_greedy", "main"]
+__all__ = ["EvalLMConfig", "Report", "evaluate", "score_greedy"]
+
+Report = Callable[[Sequence[dict], Sequence[str]], tuple[dict[str, Any], list[dict[str, Any]]]]
+"""A task's own measures: ``report(rows, completions) -> (values added to eval.json, one dict of
+fields added to each row's record in completions.jsonl)``."""
 
 
 @dataclass
@@ -87,12 +91,17 @@ def score_greedy(model: Any, tokenizer: Any, rows: Sequence[dict], scorer: Rewar
     return metrics, records
 
 
-def evaluate(cfg: EvalLMConfig) -> dict:
-    """Check every row and reward function, generate, score, write eval.json and completions.jsonl."""
+def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = None,
+             registry: Mapping[str, Callable] | None = None, report: Report | None = None) -> dict:
+    """Check every row and reward function, generate, score, write eval.json and completions.jsonl.
+
+    ``reward_funcs``: the functions (default: ``cfg.reward_funcs``, loaded by name from
+    ``registry`` or by import path). ``report``: the task's own measures (:data:`Report`)."""
     for name in ("model", "dataset"):
         if getattr(cfg, name) is None:
             raise ConfigError(f"--{name}: required")
-    if not cfg.reward_funcs:
+    fns = list(reward_funcs or cfg.reward_funcs)
+    if not fns:
         raise ConfigError("--reward_funcs: give at least one reward function (package.module:function)")
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -100,28 +109,26 @@ def evaluate(cfg: EvalLMConfig) -> dict:
     rows = prompt_rows(read_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config), cfg.prompt_column,
                        cfg.answer_column, cfg.system_prompt, cfg.instruction, cfg.as_chat, source=source)
     rows = rows[: cfg.limit] if cfg.limit else rows
-    scorer = RewardScorer(cfg.reward_funcs, cfg.reward_weights)
+    scorer = RewardScorer(fns, cfg.reward_weights, registry)
     scorer.check_dataset(rows, source)  # a bad row found after generating would waste the evaluation
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.dtype, cfg.trust_remote_code)
     check_prompt_lengths(tokenizer, [r["prompt"] for r in rows], cfg.max_new_tokens,
                          getattr(model.config, "max_position_embeddings", None), lambda i: row_place(rows, i, source))
     t0 = time.perf_counter()
     metrics, records = score_greedy(model, tokenizer, rows, scorer, cfg.max_new_tokens, cfg.batch_size, progress=True)
+    if report is not None:
+        measures, added = report(rows, [r["completion"] for r in records])
+        metrics = {**metrics, **measures}
+        records = [{**r, **a} for r, a in zip(records, added)]
     result = {**metrics, "model": cfg.model, "dataset": cfg.dataset, "max_new_tokens": cfg.max_new_tokens,
               "seconds": round(time.perf_counter() - t0, 1)}
-    out = Path(cfg.output_dir)
+    _write_results(Path(cfg.output_dir), result, records)
+    return result
+
+
+def _write_results(out: Path, result: dict, records: list[dict]) -> None:
+    """completions.jsonl, then eval.json (so a complete eval.json means complete completions); eval.json printed."""
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "completions.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_text(out / "eval.json", json.dumps(result, indent=2))
     print(json.dumps(result))
-    return result
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """``grpo-seq eval lm``: bad usage ends as one ``error: ...`` line (exit 2)."""
-    with cli_errors():
-        return evaluate(parse_config(EvalLMConfig, argv))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from .errors import ConfigError, UsageError
+from .errors import ConfigError
 from .policies.actor import make_actor
 from .sampling.env import check_spaces, make_vector_env
 
@@ -71,38 +69,3 @@ class PolicyEvaluator:
 
     def close(self) -> None:
         self.envs.close()
-
-
-@dataclass
-class EvalArgs:
-    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
-    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id."})
-    episodes: int = field(default=10, metadata={"help": "Greedy episodes."})
-    seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
-
-    def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ConfigError(f"--episodes: must be >= 1, got {self.episodes}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m grpo_seq.evaluation --policy DIR``: greedy returns of a saved policy, as JSON."""
-    from .cli import cli_errors, parse_config
-    from .serialization import load_policy
-
-    with cli_errors():
-        args = parse_config(EvalArgs, argv)
-        policy = load_policy(args.policy)
-        evaluate = PolicyEvaluator(args.env_id, args.episodes)
-        obs_dim = evaluate.envs.single_observation_space.shape[0]
-        wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
-        if wanted != obs_dim:
-            raise UsageError(f"--policy {args.policy} takes {wanted} observation numbers; {args.env_id} gives "
-                             f"{obs_dim}: give the env_id it was trained on")
-        returns = evaluate(policy, seed=args.seed)
-    print(json.dumps({"env_id": args.env_id, "seed": args.seed, "mean_return": float(returns.mean()),
-                      "returns": returns.tolist()}))
-
-
-if __name__ == "__main__":
-    main()

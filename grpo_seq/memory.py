@@ -1,7 +1,7 @@
 """Keeping freed memory inside the process, so each step's tensors land on pages already mapped.
 
-Opt-in and process-wide: nothing in grpo_seq calls :func:`retain_freed_memory`; a program that
-owns its process may.
+Opt-in and process-wide: the language-model job calls :func:`retain_freed_memory` only when its
+spec asks (``retain_freed_memory``, off by default); a program that owns its process may too.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Learning curves from runs' metrics.jsonl, several runs overlaid.
 
-    python -m grpo_seq.plot runs/<run> [runs/<other> ...] [--out curves.png] [--x env_steps] [--smooth 5]
+    grpo-seq plot runs/<run> [runs/<other> ...] [--out curves.png] [--x env_steps] [--smooth 5]
 
 One panel per quantity that any of the runs logged: reward (the total, solid, and each reward
 function, in other line styles), evaluation return, accuracy (the correctness reward), KL, completion length,
@@ -10,7 +10,6 @@ name). Needs matplotlib (``pip install matplotlib``, or the ``plot`` extra).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Sequence
 
 from .errors import ConfigError, MissingPathError, UsageError
 
-__all__ = ["read_metrics", "panels_for", "plot_runs", "plot_run_if_possible"]
+__all__ = ["read_metrics", "panels_for", "plot_runs", "plot_run_if_possible", "X_AXES"]
 
 _TRAINER_REWARDS = {"reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups"}
 _SINGLE = [  # (title, key)
@@ -30,7 +29,7 @@ _SINGLE = [  # (title, key)
     ("entropy", "policy/entropy"),
     ("policy loss", "loss/policy"),
 ]
-_X = {"step": "step", "env_steps": "perf/tokens_total"}
+X_AXES = {"step": "step", "env_steps": "perf/tokens_total"}
 _STYLES = ["-", "--", ":", "-."]
 
 
@@ -78,8 +77,8 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if x not in _X:
-        raise ConfigError(f"x must be one of {sorted(_X)}, got {x!r}")
+    if x not in X_AXES:
+        raise ConfigError(f"x must be one of {sorted(X_AXES)}, got {x!r}")
     loaded = [read_metrics(r) for r in runs]
     panels = panels_for([rows for _, rows in loaded])
     if not panels:
@@ -91,7 +90,7 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
     for ax, (title, keys) in zip(axes.flat, panels):
         for i, (label, rows) in enumerate(loaded):
             for j, key in enumerate(keys):
-                xs, ys = _series(rows, key, _X[x], smooth)
+                xs, ys = _series(rows, key, X_AXES[x], smooth)
                 if not xs:
                     continue
                 name = label if len(keys) == 1 else f"{label}: {key.split('/', 1)[1]}"
@@ -117,33 +116,7 @@ def plot_run_if_possible(run: str | Path, out: str | Path, x: str = "step", smoo
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        print("learning curves: pip install matplotlib, then python -m grpo_seq.plot", run)
+        print("learning curves: pip install matplotlib, then grpo-seq plot", run)
         return None
     plot_runs([run], out, x=x, smooth=smooth)
     return Path(out)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    from .cli import cli_errors
-
-    ap = argparse.ArgumentParser(prog="python -m grpo_seq.plot", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="Run folders (or metrics.jsonl files).")
-    ap.add_argument("--out", default=None, help="PNG to write (default: <first run>/curves.png).")
-    ap.add_argument("--x", default="step", choices=sorted(_X), help="Horizontal axis.")
-    ap.add_argument("--smooth", type=int, default=1, help="Trailing mean over this many points (1: raw).")
-    ap.add_argument("--overwrite", action="store_true", help="Replace the PNG when it exists (a run's own curves.png too).")
-    a = ap.parse_args(argv)
-    with cli_errors():
-        if a.smooth < 1:
-            raise ConfigError(f"--smooth: must be >= 1 (1: raw), got {a.smooth}")
-        runs = [Path(r).expanduser() for r in a.runs]
-        out = Path(a.out).expanduser() if a.out else (runs[0] if runs[0].is_dir() else runs[0].parent) / "curves.png"
-        if out.exists() and not a.overwrite:  # a run's curves.png is the run's record: replaced only when asked
-            raise UsageError(f"{out} exists; give --out FILE.png for a new file, or --overwrite to replace it")
-        titles = plot_runs(runs, out, x=a.x, smooth=a.smooth)
-    print(f"wrote {out}: {len(titles)} panels ({', '.join(titles)}) for {len(a.runs)} run(s)")
-
-
-if __name__ == "__main__":
-    main()

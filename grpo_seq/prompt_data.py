@@ -1,4 +1,5 @@
-"""Prompt datasets in TRL's formats, from any file or folder a user is likely to hold.
+"""Prompt datasets in TRL's formats, from any file or folder a user is likely to hold: the one
+place that reads them.
 
 A row has a ``prompt``: a string (TRL's standard format) or a list of chat messages
 (``{"role": ..., "content": ...}``, TRL's conversational format). Every other column reaches the
@@ -7,21 +8,75 @@ columns: ``prompt_column="question"`` (a string column) and ``answer_column``
 (passed to reward functions as ``answer``).
 
 :func:`read_rows` reads JSONL, JSON, parquet, CSV, a folder written by ``save_to_disk`` or a hub
-id; :func:`prompt_rows` checks every row before the model loads, naming the file and row.
+id; :func:`prompt_rows` checks every row before the model loads, naming the file and row
+(:class:`Rows` remember where each row came from). :func:`chat_prompts` turns question/answer
+rows into chat prompts with a gold answer.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from .data import Rows, read_json_rows, row_place
 from .errors import MissingPathError, UsageError
 
-__all__ = ["read_rows", "prompt_rows", "check_prompt", "FILE_FORMATS"]
+__all__ = [
+    "Rows", "row_place", "read_json_rows", "read_rows", "prompt_rows", "chat_prompts", "check_prompt", "FILE_FORMATS",
+]
 
 FILE_FORMATS = (".jsonl", ".json", ".parquet", ".csv")
+
+
+class Rows(list):
+    """A list of dataset rows that remembers where each came from (``FILE line N``), for messages."""
+
+    def __init__(self, rows: Sequence[dict[str, Any]], places: Sequence[str]):
+        super().__init__(rows)
+        self.places = list(places)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Rows(list.__getitem__(self, i), self.places[i])
+        return list.__getitem__(self, i)
+
+
+def row_place(rows: Any, i: int, source: str = "dataset") -> str:
+    """Where row ``i`` of ``rows`` came from: its file and line for :class:`Rows`, else ``source row i+1``."""
+    return rows.places[i] if isinstance(rows, Rows) else f"{source} row {i + 1}"
+
+
+def read_json_rows(path: str | Path) -> Rows:
+    """The rows of a JSONL file (one JSON object a line; blank lines skipped) or of a ``.json``
+    file holding a list of objects. An empty file, a line that is not valid JSON or not an
+    object is a :class:`UsageError` naming the file and line."""
+    path = Path(path)
+    text = path.read_text()
+    if not text.strip():
+        raise UsageError(f"{path}: the file is empty; a dataset needs at least one row (one JSON object a line)")
+    if path.suffix == ".json" and text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+        pairs = [(f"{path} item {i + 1}", item) for i, item in enumerate(items)]
+    else:
+        pairs = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                pairs.append((f"{path} line {n}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise UsageError(f"{path} line {n}: not valid JSON ({e.msg}, column {e.colno}); each line must be "
+                                 "one JSON object") from None
+    for place, item in pairs:
+        if not isinstance(item, dict):
+            raise UsageError(f"{place}: expected a JSON object of column: value, got a {type(item).__name__}")
+    if not pairs:
+        raise UsageError(f"{path}: no rows (a JSON list with no objects)")
+    return Rows([item for _, item in pairs], [place for place, _ in pairs])
 
 
 def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> Rows:
@@ -173,3 +228,36 @@ def _as_prompt(prompt: str | list, system_prompt: str, instruction: str, as_chat
     if not (as_chat or system_prompt or instruction):
         return user
     return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": user}]
+
+
+def chat_prompts(
+    rows, question_column: str = "question", answer_column: str = "answer", system_prompt: str | None = None,
+    instruction: str | None = None, source: str = "dataset",
+) -> Rows:
+    """Rows with ``prompt`` (system + user chat messages) and ``answer``, for the sampler and rewards.
+
+    The user message is the question, followed by ``instruction`` on a new line when given.
+    Every row is checked now. Raises a ``UsageError`` naming ``source`` and the missing column,
+    or the row (file and line for :class:`Rows`) with an empty question or no answer.
+    """
+    if len(rows) == 0:
+        raise UsageError(f"{source}: no rows")
+    columns = set(rows.column_names if hasattr(rows, "column_names") else rows[0])
+    for col in (question_column, answer_column):
+        if col not in columns and not isinstance(rows, Rows):  # Rows: the row below is named by its line
+            raise UsageError(f"{source}: no {col!r} column (columns: {sorted(columns)})")
+    out, places = [], []
+    for i, row in enumerate(rows):
+        place = row_place(rows, i, source)
+        for col in (question_column, answer_column):
+            if col not in row:
+                raise UsageError(f"{place}: no {col!r} column (this row has {sorted(row)})")
+        question = row.get(question_column)
+        if not isinstance(question, str) or not question.strip():
+            raise UsageError(f"{place}: empty {question_column!r} in row {row!r:.200}")
+        if row.get(answer_column) is None:
+            raise UsageError(f"{place}: no {answer_column!r} in row {row!r:.200}")
+        prompt = _as_prompt(question, system_prompt or "", instruction or "", as_chat=True)
+        out.append({"prompt": prompt, "answer": row[answer_column]})
+        places.append(place)
+    return Rows(out, places)

@@ -1,6 +1,6 @@
 """A greedy episode of an action policy on video: a GIF (and an MP4 when ffmpeg is installed).
 
-    python -m grpo_seq.record --policy runs/<run>/policy --out agent.gif   # a saved policy
+    grpo-seq record --policy runs/<run>/policy --out agent.gif   # a saved policy
     python recipes/cartpole.py --record                                     # at the end of training
 
 Frames come from the environment's ``rgb_array`` renderer (CartPole's needs pygame:
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -90,30 +89,3 @@ def record_episode(policy: nn.Module, env_id: str, out: str | Path, seed: int = 
                "-r", str(fps), "-i", "-", "-pix_fmt", "yuv420p", str(video)]
         subprocess.run(cmd, input=b"".join(f.convert("RGB").tobytes() for f in frames), check=True)
     return {"gif": str(out), "mp4": str(video) if video else None, "frames": len(frames), "return": total, "seed": seed}
-
-
-@dataclass
-class RecordArgs:
-    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
-    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id with an rgb_array renderer."})
-    out: str = field(default="agent.gif", metadata={"help": "GIF to write (an MP4 beside it when ffmpeg is installed)."})
-    seed: int = field(default=0, metadata={"help": "Reset seed of the episode."})
-    fps: int = field(default=50, metadata={"help": "Frames per second."})
-    scale: float = field(default=0.5, metadata={"help": "Frame size relative to the renderer's."})
-
-
-def main() -> None:
-    import json
-
-    from .cli import cli_errors, parse_config
-    from .serialization import load_policy
-
-    with cli_errors():
-        args = parse_config(RecordArgs)
-        info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
-                              scale=args.scale)
-    print(json.dumps(info))
-
-
-if __name__ == "__main__":
-    main()

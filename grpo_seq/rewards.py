@@ -89,24 +89,44 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
         raise TypeError(f"a reward function is a callable or a name, got {type(spec).__name__}: {spec!r:.80}")
 
     registry = registry or {}
-    hint = "use an import path like 'package.module:function'"
-    if registry:
-        hint = f"use a short name ({', '.join(sorted(registry))}) or an import path like 'package.module:function'"
+    hint = _hint(registry)
     name = spec.strip()
     if name in registry:
         return registry[name]
+    module_name, attr_path = _split_import_path(spec, name, registry, hint)
+    obj = _import_attribute(spec, module_name, attr_path, hint)
+    if inspect.isclass(obj) or not callable(obj):
+        kind = "a class (create an instance in your module and name that)" if inspect.isclass(obj) else type(obj).__name__
+        raise RewardFunctionError(f"reward function {spec!r} is not callable: it is {kind}; {hint}")
+    _check_signature(obj, f"{spec!r}")
+    return obj
+
+
+def _hint(registry: Mapping[str, Callable]) -> str:
+    """How to name a reward function, ending every error of :func:`load_reward_fn`."""
+    if registry:
+        return f"use a short name ({', '.join(sorted(registry))}) or an import path like 'package.module:function'"
+    return "use an import path like 'package.module:function'"
+
+
+def _split_import_path(spec: str, name: str, registry: Mapping[str, Callable], hint: str) -> tuple[str, str]:
+    """``(module, attribute path)`` of ``package.module:attr`` or ``package.module.attr``."""
     if ":" in name:
         module_name, _, attr_path = name.partition(":")
     elif "." in name:
         module_name, _, attr_path = name.rpartition(".")
     elif not registry:
         raise RewardFunctionError(f"reward function {spec!r} is a short name, and short names need a registry "
-                         f"(load_reward_fn(name, registry=...)); {hint}")
+                                  f"(load_reward_fn(name, registry=...)); {hint}")
     else:
         raise RewardFunctionError(f"unknown reward function {spec!r}; {hint}")
     if not module_name or not attr_path:
         raise RewardFunctionError(f"reward function {spec!r} is not of the form 'package.module:attr'; {hint}")
+    return module_name, attr_path
 
+
+def _import_attribute(spec: str, module_name: str, attr_path: str, hint: str) -> Any:
+    """Import ``module_name`` (only it) and follow the dotted ``attr_path`` inside it."""
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
@@ -125,10 +145,6 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
             obj = getattr(obj, part)
         except AttributeError:
             raise RewardFunctionError(f"reward function {spec!r}: {module_name!r} has no attribute {attr_path!r}; {hint}") from None
-    if inspect.isclass(obj) or not callable(obj):
-        kind = "a class (create an instance in your module and name that)" if inspect.isclass(obj) else type(obj).__name__
-        raise RewardFunctionError(f"reward function {spec!r} is not callable: it is {kind}; {hint}")
-    _check_signature(obj, f"{spec!r}")
     return obj
 
 
@@ -165,7 +181,7 @@ def check_rows(fns: Sequence[Callable], names: Sequence[str], rows: Any, source:
     (:func:`check_call`), and every row against the functions that can check one (a ``check_row``
     attribute: ``fn.check_row(row)`` raises ``ValueError`` for a row it could not score, e.g. a
     gold answer that is not a number). Errors name the function, and the file and line (or row)."""
-    from .data import row_place
+    from .prompt_data import row_place
 
     if len(rows) == 0:
         return

@@ -16,7 +16,9 @@ from torch import nn
 from .errors import MissingPathError, UsageError
 from .policies import CategoricalMLPPolicy
 
-__all__ = ["save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_write_text", "link_folder"]
+__all__ = [
+    "save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_file", "atomic_write_text", "link_folder",
+]
 
 WEIGHTS_NAME = "model.safetensors"
 POLICY_CONFIG_NAME = "policy.json"
@@ -91,21 +93,33 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to a temporary sibling, flush it to disk, then rename it over ``path``."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Write a file atomically: yields a temporary sibling's path to write; when the block
+    succeeds the file is flushed to disk, renamed over ``path`` and the rename made durable
+    (the folder is flushed too); when the block raises it is removed and ``path`` is untouched.
+    The only way this package writes a single file that a reader may open at any moment."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return path
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through :func:`atomic_file`: the old file or the new, never half."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
 
 
 def save_policy(policy: nn.Module, directory: str | os.PathLike, **kwargs) -> Path:

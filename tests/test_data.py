@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo_seq.data import chat_prompts, read_json_rows
+from grpo_seq.prompt_data import chat_prompts, read_json_rows
 from grpo_seq.errors import UsageError
 
 

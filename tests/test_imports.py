@@ -38,7 +38,7 @@ def test_public_names_still_resolve_from_the_package():
 
 
 def test_the_library_does_not_import_the_task_package():
-    statement = "import grpo_seq, grpo_seq.rewards, grpo_seq.data, grpo_seq.models"
+    statement = "import grpo_seq, grpo_seq.rewards, grpo_seq.prompt_data, grpo_seq.models"
     assert loaded_after(statement, ("reward_fns",)) == []
 
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from grpo_seq import models
-from grpo_seq.data import chat_prompts, load_rows
 from grpo_seq.models import OFFLINE_WHEELS, load_model_and_tokenizer, resolve_model, wheel_gguf
+from grpo_seq.prompt_data import chat_prompts, read_rows
 from tiny_lm import save_tiny_lm
 
 
@@ -54,7 +54,7 @@ def test_local_folder_loads_with_left_padding(tmp_path):
 def test_jsonl_rows_become_chat_prompts(tmp_path):
     f = tmp_path / "d.jsonl"
     f.write_text(json.dumps({"question": "1+1?", "answer": "#### 2"}) + "\n")
-    rows = chat_prompts(load_rows(str(f)), system_prompt="Be brief.")
+    rows = chat_prompts(read_rows(str(f)), system_prompt="Be brief.")
     assert rows[0]["prompt"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
     assert rows[0]["answer"] == "#### 2"
     with pytest.raises(ValueError, match="no 'answer' column"):
@@ -62,4 +62,4 @@ def test_jsonl_rows_become_chat_prompts(tmp_path):
     with pytest.raises(ValueError, match="empty 'question'"):
         chat_prompts([{"question": " ", "answer": "1"}], source="my.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        load_rows(str(tmp_path / "missing.jsonl"))
+        read_rows(str(tmp_path / "missing.jsonl"))

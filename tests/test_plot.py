@@ -1,4 +1,4 @@
-"""python -m grpo_seq.plot on metrics files written here."""
+"""grpo-seq plot on metrics files written here."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_panels_follow_what_the_runs_logged(tmp_path):
 
 def test_the_command_writes_a_png_with_one_panel_per_logged_quantity(tmp_path):
     cart = write_run(tmp_path / "cart", 12, 1.0, lm=False)
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.plot", str(cart), "--smooth", "3"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(cart), "--smooth", "3"], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "7 panels (reward, evaluation return, KL to the reference" in res.stdout
@@ -57,6 +57,6 @@ def test_the_command_writes_a_png_with_one_panel_per_logged_quantity(tmp_path):
 
     with Image.open(png) as im:  # 3 columns x 3 rows of 5.2 x 3.6 inch panels at 100 dpi
         assert im.size == (1560, 1080)
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.plot", str(tmp_path / "nothing")], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(tmp_path / "nothing")], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 2 and "no metrics.jsonl" in res.stderr

@@ -1,8 +1,8 @@
-"""atomic_dir: the old folder or the complete new one, never half of one."""
+"""atomic_dir and atomic_file: the old folder (file) or the complete new one, never half of one."""
 
 import pytest
 
-from grpo_seq.serialization import atomic_dir
+from grpo_seq.serialization import atomic_dir, atomic_file, atomic_write_text
 
 
 def test_a_failed_write_leaves_the_old_folder_untouched(tmp_path):
@@ -31,3 +31,17 @@ def test_finish_runs_before_the_rename_and_its_failure_keeps_the_old(tmp_path):
         with atomic_dir(target, finish=fail) as tmp:
             (tmp / "a.txt").write_text("2")
     assert (target / "a.txt").read_text() == "1"
+
+
+def test_a_failed_file_write_leaves_the_old_file_untouched(tmp_path):
+    target = tmp_path / "sub" / "eval.json"
+    assert atomic_write_text(target, "old") == target and target.read_text() == "old"
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as tmp:
+            tmp.write_bytes(b"new, half")
+            raise RuntimeError("killed mid-write")
+    assert target.read_text() == "old"
+    assert [p.name for p in target.parent.iterdir()] == ["eval.json"]  # no temporary file left
+    with atomic_file(target) as tmp:
+        tmp.write_bytes(b"new")
+    assert target.read_bytes() == b"new"

@@ -2,12 +2,14 @@
 
     grpo-seq train-lm --model MODEL --dataset prompts.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq train-env --env_id CartPole-v1
+    grpo-seq run runs/<run>/config.json --output_dir runs/again   # any job spec file, by its kind
     grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq eval env --policy runs/<run>/policy --env_id CartPole-v1
+    grpo-seq record --policy runs/<run>/policy --out agent.gif
     grpo-seq plot runs/<run> [runs/<other> ...]
 
 Each subcommand hands the rest of the command line to its program, which parses it itself
-(:func:`grpo_seq.cli.parse_config`): the options are the recipes' own. The working folder is
+(:func:`grpo_seq.cli.parse.parse_config`): the options are the recipes' own. The working folder is
 importable, so ``--reward_funcs mypkg.rewards:fn`` finds ``./mypkg/rewards.py``.
 """
 
@@ -22,41 +24,67 @@ __all__ = ["main", "COMMANDS"]
 
 
 def _train_lm(argv: list[str]) -> None:
-    from .train_lm import main
+    from .programs import train_lm
 
-    main(argv)
+    train_lm(argv)
 
 
 def _train_env(argv: list[str]) -> None:
-    from .train_env import main
+    from .programs import train_env
 
-    main(argv)
+    train_env(argv)
+
+
+def _run(argv: list[str]) -> None:
+    """``grpo-seq run SPEC [flags]``: the training program of the spec's kind, with ``--config SPEC``."""
+    from ..errors import UsageError
+    from ..jobs.spec import read_mapping
+    from .errors import cli_errors
+
+    with cli_errors():
+        if not argv or argv[0].startswith("-"):
+            raise UsageError("grpo-seq run: give a job spec file first (YAML or JSON: a run folder's config.json is "
+                             "one), then any options to override")
+        kind = read_mapping(argv[0]).get("kind")
+        programs = {"env": "train-env", "lm": "train-lm"}
+        if kind not in programs:
+            raise UsageError(f"grpo-seq run {argv[0]}: its 'kind' is {kind!r}; a job spec names one of "
+                             f"{sorted(programs)}")
+    COMMANDS[programs[kind]][1](["--config", argv[0], *argv[1:]])
 
 
 def _eval_lm(argv: list[str]) -> None:
-    from .eval_lm import main
+    from .tools import eval_lm
 
-    main(argv)
+    eval_lm(argv)
 
 
 def _eval_env(argv: list[str]) -> None:
-    from .evaluation import main
+    from .tools import eval_env
 
-    main(argv)
+    eval_env(argv)
+
+
+def _record(argv: list[str]) -> None:
+    from .tools import record
+
+    record(argv)
 
 
 def _plot(argv: list[str]) -> None:
-    from .plot import main
+    from .tools import plot
 
-    main(argv)
+    plot(argv)
 
 
 # name -> (what it does, the program); "eval" has two of its own.
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "train-lm": ("train a language model on prompts and reward functions", _train_lm),
     "train-env": ("train a policy on a discrete-action gymnasium env", _train_env),
+    "run": ("run a job spec file (a run folder's config.json repeats that run)", _run),
     "eval lm": ("greedy completions of a dataset, scored by reward functions", _eval_lm),
     "eval env": ("greedy episodes of a saved env policy", _eval_env),
+    "record": ("a greedy episode of a saved env policy as a GIF", _record),
     "plot": ("learning curves of run folders", _plot),
 }
 

@@ -19,6 +19,10 @@ The output has ``model.generate``'s shape and meaning: the prompt ids followed b
 tokens, each row padded with ``pad_token_id`` after its first EOS, as many columns as steps run.
 :func:`unsupported_reason` (:mod:`.support`) says when a model or an option needs
 ``model.generate`` instead.
+
+Evaluation's greedy completions go through ``model.generate`` (:func:`.greedy.greedy_completions`);
+:func:`.prompts.check_prompt_lengths` refuses, before anything is generated, a prompt that
+leaves no room for its completion in the model's context.
 """
 
 from .cache import preallocated_cache

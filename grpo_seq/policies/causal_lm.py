@@ -194,8 +194,8 @@ class CausalLMPolicy(nn.Module):
 
     def _generation_model(self) -> nn.Module:
         """The model to sample from: itself, or under 16-bit autocast its 16-bit copy, re-cast
-        from the current weights at every call (~0.1 s for 135M parameters; tensor version
-        counters would miss updates made by fused optimizer kernels)."""
+        from the current weights at every call (one pass over the weights, small beside sampling;
+        tensor version counters would miss updates made by fused optimizer kernels)."""
         device = next(self.model.parameters()).device
         if not (self.cast_for_generation and torch.is_autocast_enabled(device.type)):
             return self.model

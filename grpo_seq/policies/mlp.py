@@ -15,7 +15,7 @@ from ..objective import token_entropy, token_logprobs
 __all__ = ["CategoricalMLPPolicy"]
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
-# In place: a rollout calls the actor at every env step, where each new array costs ~1 us.
+# In place: a rollout calls the actor at every env step, where each new array costs as much as the math.
 _NUMPY_ACTIVATIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": lambda x: np.maximum(x, 0.0, out=x)}
 
 

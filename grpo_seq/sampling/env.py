@@ -23,9 +23,10 @@ __all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "env_spec", "check_
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
 # a group's start state is shared by copying one column over the others.
 _STATE_COPY_ENVS = ("CartPole-v0", "CartPole-v1")
-# Fewer envs than this step faster one by one: the numpy-vectorised CartPole costs 66 to 90 us a
-# call whatever the count (a few dozen numpy calls on tiny arrays), a single CartPoleEnv ~15 us,
-# and only the episodes still running need a call (benchmarks/env_step_cost.py).
+# Fewer envs than this step faster one by one: a call of the numpy-vectorised CartPole costs about
+# the same whatever the count (a few dozen numpy calls on tiny arrays), several times a single
+# CartPoleEnv's step, and only the episodes still running need a call (benchmarks/env_step_cost.py
+# measures both on your machine).
 _VECTOR_MIN_ENVS = 8
 
 

@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from ..batch import RolloutBatch, TextSamples
-from ..data import check_prompt_lengths, row_place
+from ..generation.prompts import check_prompt_lengths
 from ..models import prepare_tokenizer
+from ..prompt_data import row_place
 
 __all__ = ["LMGroupSampler", "completion_mask", "text_batch"]
 

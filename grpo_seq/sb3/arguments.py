@@ -1,4 +1,5 @@
-"""Stable-Baselines3's constructor arguments translated onto :class:`grpo_seq.GRPOConfig`.
+"""Stable-Baselines3's constructor arguments translated onto an env job spec
+(:class:`grpo_seq.jobs.env_spec.EnvJob`).
 
 The table of what maps where is :class:`grpo_seq.GRPO`'s docstring (and docs/guides/sb3.md).
 """
@@ -12,30 +13,36 @@ from typing import Any, Callable
 from torch import nn
 
 from ..config import GRPOConfig
+from ..envs.defaults import ENV_DEFAULTS, per_env
 from ..errors import UsageError
+from ..jobs.env_spec import EnvJob
 
 __all__ = ["PPO_ONLY", "SURFACE_DEFAULTS", "build_config", "policy_options", "split_schedule"]
 
 # PPO arguments without a meaning in a critic-free method: accepted, named in one warning.
 PPO_ONLY = ("gae_lambda", "vf_coef", "clip_range_vf", "normalize_advantage", "use_sde", "sde_sample_freq",
             "target_kl", "rollout_buffer_class", "rollout_buffer_kwargs", "_init_setup_model")
-# GRPOConfig fields that the surface sets itself (or that belong to the recipes' run folders).
+# Spec fields that the surface sets itself, from its own arguments (the env, the policy's
+# policy_kwargs, learn's budget, device, max_episode_steps, exploration_bonus), or that belong to
+# the command line's run folders.
 _NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "save_steps", "save_total_limit",
-               "max_nonfinite_steps")
+               "max_nonfinite_steps", "env_id", "total_env_steps", "record", "keep_best", "use_cpu", "torch_threads",
+               "hidden_sizes", "obs_scale", "orthogonal_init", "max_episode_steps", "exploration_bonus")
 
 
 def _surface_defaults() -> dict[str, Any]:
-    """The env program's algorithm defaults (its config's field defaults, then CartPole's family
-    values), for an env without a registered id; a registered env gets its own (:func:`env_defaults`)."""
-    from ..train_env import ENV_DEFAULTS, EnvTrainConfig
-
-    fields = {f.name: f.default for f in dataclasses.fields(EnvTrainConfig)}
+    """The env job's algorithm defaults (its spec's field defaults, then CartPole's family
+    values) that are GRPOConfig fields, for an env without a registered id: what a saved model
+    records of its options."""
+    fields = {f.name: f.default for f in dataclasses.fields(EnvJob)}
     own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "beta", "loss_type")}
     grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
     return {**own, **{k: v for k, v in ENV_DEFAULTS["cartpole"].items() if k in grpo}}
 
 
 SURFACE_DEFAULTS: dict[str, Any] = _surface_defaults()
+# the spec's own algorithm defaults, which no env family changes
+SURFACE_OWN = {k: SURFACE_DEFAULTS[k] for k in ("lr_schedule", "adam_beta1", "beta", "loss_type")}
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 CARTPOLE_IDS = ("CartPole-v0", "CartPole-v1")
 
@@ -58,30 +65,25 @@ def _minibatches(outputs: int, wanted: int) -> int:
     return max(d for d in range(1, outputs + 1) if outputs % d == 0 and d <= max(1, wanted))
 
 
-def env_defaults(env_id: str | None) -> dict[str, Any]:
-    """The env program's per-env defaults (``grpo_seq.train_env.per_env``) that are GRPOConfig
-    fields: CartPole's for CartPole, the tie-breaking settings for Acrobot and the rest."""
-    if env_id is None:
-        return {}
-    from ..train_env import per_env
-
-    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    return {k: v for k, v in per_env(env_id).items() if k in fields}
-
-
 def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_episode_steps: int,
-                 steps_per_group: int | None, env_id: str | None = None) -> GRPOConfig:
-    """The GRPOConfig for SB3 arguments ``sb3`` (None where not given) and GRPOConfig fields ``ours``.
+                 steps_per_group: int | None, env_id: str | None = None, surface: dict[str, Any] | None = None) -> EnvJob:
+    """The env job spec for SB3 arguments ``sb3`` (None where not given) and spec fields ``ours``:
+    the env family's defaults of a registered ``env_id`` (CartPole's for an env without one), and
+    no evaluation during training unless ``ours`` asks for it (``eval_every``).
 
     ``steps_per_group``: env steps one group costs when known (alternatives), else None (episodes:
-    up to ``G x max_episode_steps``).
+    up to ``G x max_episode_steps``). ``surface``: the spec fields the surface sets from its own
+    arguments (``seed``, ``max_episode_steps``, ``exploration_bonus``).
     """
-    fields = {f.name for f in dataclasses.fields(GRPOConfig)} - set(_NOT_PASSED)
+    fields = {f.name for f in dataclasses.fields(EnvJob)} - set(_NOT_PASSED)
     unknown = sorted(set(ours) - fields)
     if unknown:
         raise UsageError(f"GRPO got unknown arguments: {', '.join(unknown)} (neither Stable-Baselines3 PPO's nor "
-                         "GRPOConfig's; see the argument table in docs/guides/sb3.md)")
-    kw = {**SURFACE_DEFAULTS, **env_defaults(env_id), **ours}
+                         "the env job spec's; see the argument table in docs/guides/sb3.md)")
+    if ours.get("eval_every") and env_id is None:
+        raise UsageError("GRPO(eval_every=...): evaluation during learn needs an env with a registered id")
+    kw = {**(per_env(env_id) if env_id else ENV_DEFAULTS["cartpole"]), **SURFACE_OWN, "eval_every": 0, **ours,
+          **(surface or {})}
     for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
                            ("group_size", "num_generations"), ("ent_coef", "ent_coef")):
         if sb3.get(sb3_name) is not None:
@@ -101,7 +103,7 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
         outputs = int(kw["num_groups"]) * G
         steps = rollout or int(kw["num_groups"]) * per_group
         kw["num_minibatches"] = _minibatches(outputs, round(steps / sb3["batch_size"]))
-    return GRPOConfig(**kw)
+    return EnvJob(env_id=env_id or "", **kw)
 
 
 def warn_ignored(sb3: dict[str, Any], ppo_only: dict[str, Any]) -> None:

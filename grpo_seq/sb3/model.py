@@ -1,4 +1,5 @@
-"""``GRPO``: Stable-Baselines3's ``PPO`` surface over :class:`grpo_seq.GRPOTrainer` and its samplers."""
+"""``GRPO``: Stable-Baselines3's ``PPO`` surface over the env job (:class:`grpo_seq.jobs.env.EnvRun`):
+its arguments become an env job spec, and ``learn`` steps that job's run."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
-from ..config import GRPOConfig
+from ..envs.defaults import per_env
+from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
+from ..jobs.env import EnvRun
+from ..jobs.env_spec import EnvJob
 from ..policies.actor import make_actor
 from ..policies.mlp import CategoricalMLPPolicy
-from ..policies.obs_scale import default_obs_scale, rollout_obs_units
-from ..sampling.novelty import NoveltyBonus
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.env import EnvGroupSampler
-from ..trainer import GRPOTrainer
+from ..sampling.novelty import NoveltyBonus
 from . import arguments, saving
 from .callbacks import as_callback
 from .envs import EnvSource, as_vec_env, resolve_env
@@ -40,8 +42,10 @@ class GRPO:
         model = GRPO("MlpPolicy", "CartPole-v1", verbose=1).learn(50_000)
         action, _ = model.predict(obs, deterministic=True)
 
-    One thin layer: ``learn`` calls :meth:`GRPOTrainer.step` until ``total_timesteps`` env steps,
-    with the env program's defaults for the env (``grpo_seq.train_env.per_env``; CartPole: G = 2
+    One thin layer: the arguments become an env job spec (:attr:`config`, an
+    :class:`grpo_seq.jobs.env_spec.EnvJob`, the same spec ``grpo-seq train-env`` runs), and
+    ``learn`` steps that job's run (:meth:`grpo_seq.jobs.env.EnvRun.step`) until ``total_timesteps``
+    env steps, with the env family's defaults (:mod:`grpo_seq.envs.defaults`; CartPole: G = 2
     episodes per start state, one group per update, Adam lr 2e-2 decayed linearly to 0 over the
     ``learn`` budget, betas 0.5/0.95, bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP
     with orthogonal init, observations in units of its termination thresholds; other registered
@@ -104,7 +108,7 @@ class GRPO:
         self._clip_schedule = arguments.split_schedule("clip_range", clip_range)[1] if clip_range is not None else None
         self.logger = Logger(verbose)
         self.ep_info_buffer: deque = deque(maxlen=stats_window_size)
-        self.num_timesteps, self._trainer, self._source, self._actors = 0, None, None, {}
+        self.num_timesteps, self._run, self._source, self._actors = 0, None, None, {}
         set_seed(self.seed)  # before the policy's initial weights are drawn, as the recipe does
         if env is None and _policy is None:
             raise UsageError("GRPO needs an env (a gymnasium env, an env id or a VecEnv); GRPO.load takes env=None")
@@ -128,13 +132,22 @@ class GRPO:
             kw["obs_scale"] = default_obs_scale(source.env)
             env_id = _env_id(source)
             if kw["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
-                from ..train_env import per_env
-
                 copy = source.make()  # random play steps a copy, never the user's env
                 kw["obs_shift"], kw["obs_scale"] = rollout_obs_units(copy, per_env(env_id)["obs_center"],
                                                                      seed=self.seed or 0)
                 copy.close()
         return CategoricalMLPPolicy(obs_dim, n, **kw)
+
+    @property
+    def _trainer(self) -> Any:
+        """The run's :class:`grpo_seq.GRPOTrainer` (None before an env is set)."""
+        return self._run.trainer if self._run is not None else None
+
+    @property
+    def run(self) -> EnvRun | None:
+        """The env job's run that ``learn`` steps: ``run.state`` holds its evaluations (with
+        ``eval_every``: ``solved_at``, ``best``, ``last_eval``)."""
+        return self._run
 
     def _num_actions(self) -> int:
         return int(self.policy.init_kwargs["num_actions"]) if hasattr(self.policy, "init_kwargs") else \
@@ -152,9 +165,11 @@ class GRPO:
         limit = self._max_episode_steps or (source.env.spec.max_episode_steps if source and source.env.spec else None)
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
-        self.config: GRPOConfig = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                         int(limit or 1000), per_group, _env_id(source))
-        self.config.seed = self.seed
+        surface = {"seed": self.seed, "max_episode_steps": self._max_episode_steps}
+        if self.exploration_bonus is not None:
+            surface["exploration_bonus"] = self.exploration_bonus
+        self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
+                                                     int(limit or 1000), per_group, _env_id(source), surface)
 
     def _make_sampler(self, source: EnvSource) -> Any:
         cfg = self.config
@@ -169,17 +184,14 @@ class GRPO:
                                bonus=self._bonus(source))
 
     def _bonus(self, source: EnvSource) -> NoveltyBonus | None:
-        """The env program's tie-breaking exploration bonus for this env (none for CartPole), in the
-        policy's observation units; ``exploration_bonus=0`` turns it off."""
-        scale = self.exploration_bonus
-        if scale is None and _env_id(source):
-            from ..train_env import per_env
-
-            scale = per_env(_env_id(source))["exploration_bonus"]
+        """The spec's tie-breaking exploration bonus (the env family's default: none for CartPole or
+        an env without a registered id), in the policy's observation units; ``exploration_bonus=0``
+        turns it off."""
+        scale = self.config.exploration_bonus
         obs_scale = getattr(self.policy, "init_kwargs", {}).get("obs_scale")
         if not scale or obs_scale is None:
             return None
-        return NoveltyBonus(scale, obs_scale)
+        return NoveltyBonus(scale, obs_scale, self.config.bonus_bins)
 
     def set_env(self, env: Any) -> None:
         """Train on ``env`` from now on (same observation and action sizes as the policy)."""
@@ -190,9 +202,9 @@ class GRPO:
             raise UsageError(f"GRPO.set_env: the policy takes {kw['obs_dim']} observation numbers and {kw['num_actions']} "
                              f"actions; this env has {obs_dim} and {n}")
         sampler = self._make_sampler(source)
-        if self._trainer is None:
+        if self._run is None:
             cpu = self.device in ("auto", "cpu")
-            self._trainer = GRPOTrainer(self.config, self.policy, sampler, Accelerator(cpu=cpu))
+            self._run = EnvRun(self.config, policy=self.policy, sampler=sampler, accelerator=Accelerator(cpu=cpu))
         else:
             self._trainer.sampler.close()
             self._trainer.sampler = sampler
@@ -222,6 +234,8 @@ class GRPO:
             else int(total_timesteps)
         if self.tensorboard_log:
             self.logger.open_tensorboard(tensorboard_run_dir(self.tensorboard_log, tb_log_name, reset_num_timesteps))
+        # the run's budget in its own env-step count: evaluations are due by it, the last at its end
+        self.config.total_env_steps = self._trainer.env_steps + total - self.num_timesteps
         cb = as_callback(callback)
         cb.init_callback(self)
         bar = self._progress_bar(progress_bar, total - start)
@@ -246,13 +260,14 @@ class GRPO:
         return self
 
     def _one_update(self, progress: float) -> tuple[dict[str, float], int]:
-        """One :meth:`GRPOTrainer.step`; returns its metrics and the env steps it took."""
+        """One step of the run (:meth:`EnvRun.step`: an update, and an evaluation when one is due);
+        returns its metrics and the env steps it took."""
         trainer = self._trainer
         if self._lr_schedule is not None:
             trainer.config.learning_rate = float(self._lr_schedule(1.0 - progress))
         if self._clip_schedule is not None:
             trainer.config.epsilon = float(self._clip_schedule(1.0 - progress))
-        metrics = trainer.step(progress=progress)
+        metrics, _ = self._run.step(progress)
         self._actors.clear()  # the weights changed
         sampler = trainer.sampler
         new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps

@@ -2,16 +2,15 @@
 
 The zip holds ``model.safetensors`` and ``policy.json`` (as :func:`grpo_seq.save_policy` writes
 them) and ``grpo.json`` (the constructor's JSON-able arguments, the env id where there is one,
-``num_timesteps``). As in SB3, a path without a suffix gets ``.zip``; the file is written to a
-temporary sibling and renamed, so a reader never sees half of it. The optimizer's moments are
-not saved: training after ``load`` starts Adam afresh.
+``num_timesteps``). As in SB3, a path without a suffix gets ``.zip``; the file is written
+atomically (:func:`grpo_seq.serialization.atomic_file`), so a reader never sees half of it. The
+optimizer's moments are not saved: training after ``load`` starts Adam afresh.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from safetensors.torch import save as save_tensors
 from torch import nn
 
 from ..errors import MissingPathError, UsageError
+from ..serialization import atomic_file
 
 __all__ = ["zip_path", "write_model_zip", "read_model_zip"]
 
@@ -37,20 +37,14 @@ def zip_path(path: str | os.PathLike, must_exist: bool = False) -> Path:
 
 
 def write_model_zip(path: str | os.PathLike, policy: nn.Module, policy_json: dict, meta: dict[str, Any]) -> Path:
+    """Write the zip of :func:`read_model_zip` to ``path`` (``.zip`` added without a suffix),
+    atomically (:func:`grpo_seq.serialization.atomic_file`)."""
     path = zip_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("model.safetensors", save_tensors(state))
-            z.writestr("policy.json", json.dumps(policy_json, indent=2))
-            z.writestr("grpo.json", json.dumps(meta, indent=2))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("model.safetensors", save_tensors(state))
+        z.writestr("policy.json", json.dumps(policy_json, indent=2))
+        z.writestr("grpo.json", json.dumps(meta, indent=2))
     return path
 
 

@@ -1,4 +1,4 @@
-"""``GRPOConfig`` under TRL's names, mapped onto :class:`grpo_seq.train_lm.LMTrainConfig`.
+"""``GRPOConfig`` under TRL's names, mapped onto :class:`grpo_seq.jobs.lm_spec.LMJob`.
 
 The defaults are TRL 1.16's, except ``gradient_checkpointing`` (False: on a CPU memory is rarely
 the limit, and recomputing costs a third more time), ``bf16`` (None: on where a CUDA GPU supports
@@ -148,7 +148,7 @@ class GRPOConfig:
         return bool(not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
     def lm_options(self, num_prompts: int, num_processes: int = 1) -> dict[str, Any]:
-        """The :class:`grpo_seq.train_lm.LMTrainConfig` options these stand for (``num_prompts``:
+        """The :class:`grpo_seq.jobs.lm_spec.LMJob` options these stand for (``num_prompts``:
         the dataset's size, for ``num_train_epochs``)."""
         groups = self.per_device_train_batch_size * self.gradient_accumulation_steps // self.num_generations
         steps = self.max_steps if self.max_steps > 0 else max(

@@ -1,4 +1,5 @@
-"""``GRPOTrainer`` with TRL's interface, over grpo-seq's LM program (:mod:`grpo_seq.train_lm`)."""
+"""``GRPOTrainer`` with TRL's interface, over the language-model job (:mod:`grpo_seq.jobs.lm`):
+``GRPOConfig`` becomes an LM job spec, and ``train`` runs that job's loop."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..cli import run_folder
 from ..errors import UsageError
 from ..eval_lm import score_greedy
+from ..jobs.callbacks import JobCallbacks
+from ..jobs.console import Console
+from ..jobs.folder import resolve_run_dir
+from ..jobs.lm import LMRun, build, make_accelerator, train
+from ..jobs.lm_spec import LMJob
 from ..models import load_model_and_tokenizer, prepare_tokenizer
 from ..prompt_data import prompt_rows, read_rows
 from ..rewards import RewardScorer
-from ..train_lm import LMRun, LMTrainConfig, build, make_accelerator, train
 from .callbacks import CallbackRunner, trl_logs
 from .config import GRPOConfig
 
@@ -46,8 +50,9 @@ class GRPOTrainer:
     functions as keyword arguments. ``peft_config``: a peft ``LoraConfig``. ``callbacks``:
     transformers ``TrainerCallback``s (``on_train_begin``, ``on_step_end``, ``on_log``, ``on_save``,
     ``on_train_end``; ``control.should_training_stop`` stops the run). Every row and reward
-    function is checked here, before the model loads. :meth:`train` runs grpo-seq's loop
-    (:func:`grpo_seq.train_lm.train`): no second training loop.
+    function is checked here, before the model loads. The arguments become an LM job spec
+    (``self.cfg``, :class:`grpo_seq.jobs.lm_spec.LMJob`); :meth:`train` runs that job's loop
+    (:func:`grpo_seq.jobs.lm.train`): no second training loop.
     """
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
@@ -69,9 +74,9 @@ class GRPOTrainer:
         self.scorer = RewardScorer(fns, self.args.reward_weights)
         self.scorer.check_dataset(self.train_dataset, source="train_dataset")  # before the model loads
         self.model, self.processing_class, name = _load_model(model, processing_class, self.args)
-        self.cfg = LMTrainConfig(model=name, **self.args.lm_options(len(self.train_dataset)))
+        self.cfg = LMJob(model=name, **self.args.lm_options(len(self.train_dataset)))  # the job spec
         short = name.rstrip("/").split("/")[-1]
-        self.cfg.output_dir = run_folder(self.cfg, f"runs/grpo__{short}__{self.cfg.seed}__{int(time.time())}")
+        self.cfg.output_dir = resolve_run_dir(self.cfg, f"runs/grpo__{short}__{self.cfg.seed}__{int(time.time())}")
         self.args.output_dir = self.cfg.output_dir
         self.peft_config = peft_config
         self.accelerator = make_accelerator(self.cfg)
@@ -101,7 +106,7 @@ class GRPOTrainer:
         self.model = self._run.trainer.policy.model
         self.callbacks.objects["model"] = self.model
         self.callbacks.call("on_train_begin")
-        summary = train(self._run, on_step=self._on_step)
+        summary = train(self._run, [Console("grpo"), _StepHook(self._on_step)])
         self.callbacks.call("on_train_end")
         losses = [h["loss"] for h in self.state.log_history if "loss" in h]
         return TrainOutput(self.state.global_step, sum(losses) / len(losses) if losses else 0.0, summary)
@@ -154,6 +159,16 @@ class GRPOTrainer:
         self.state.log_history.append({**logs, "step": self.state.global_step})
         self.callbacks.call("on_evaluate", metrics=logs)
         return logs
+
+
+class _StepHook(JobCallbacks):
+    """The job's steps, handed to the trainer's transformers callbacks; their stop stops the job."""
+
+    def __init__(self, on_step: Any):
+        self._on_step = on_step
+
+    def on_step(self, run: Any, metrics: dict[str, float]) -> bool:
+        return self._on_step(metrics)
 
 
 def _load_model(model: Any, processing_class: Any, args: GRPOConfig) -> tuple[Any, Any, str]:

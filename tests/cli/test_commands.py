@@ -28,7 +28,7 @@ def matches(completions, answer, **kwargs):
 def grpo_seq(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``grpo-seq ARGS`` run in ``cwd``, as a user runs it: grpo_seq importable, the reward module only from cwd."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    return subprocess.run([sys.executable, "-m", "grpo_seq.commands", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -44,7 +44,7 @@ def work(tmp_path_factory) -> Path:
 
 def test_the_script_entry_and_every_help(work):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["grpo-seq"] == "grpo_seq.commands:main" and "grpo-seq-plot" in scripts
+    assert scripts["grpo-seq"] == "grpo_seq.cli.commands:main" and "grpo-seq-plot" in scripts
     for command, option in [([], "train-lm"), (["train-lm"], "--reward_funcs"), (["eval", "lm"], "--reward_funcs"),
                             (["eval", "env"], "--policy"), (["plot"], "--overwrite"), (["train-env"], "--env_id")]:
         res = grpo_seq([*command, "--help"], work)
@@ -75,11 +75,13 @@ def test_train_lm_then_eval_and_plot(work):
     assert result["n"] == 4 and "rewards/sevens" in result
     assert len((work / "eval" / "completions.jsonl").read_text().splitlines()) == 4
 
-    before = (run / "curves.png").read_bytes()
-    res = grpo_seq(["plot", "run"], work)  # the run's own curves.png: kept unless asked
-    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "--overwrite" in res.stderr
-    assert (run / "curves.png").read_bytes() == before
+    (run / "curves.png").write_bytes(b"stale")
+    res = grpo_seq(["plot", "run"], work)  # the run's own curves.png is drawn again from its metrics
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert grpo_seq(["plot", "run", "--out", "mine.png"], work).returncode == 0 and (work / "mine.png").is_file()
+    res = grpo_seq(["plot", "run", "--out", "mine.png"], work)  # any other file: replaced only when asked
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "--overwrite" in res.stderr
 
 
 def format_total(n: int) -> str:

@@ -43,7 +43,7 @@ def run_main(capsys, monkeypatch) -> Callable[..., Result]:
 def cartpole():
     import cartpole
 
-    return cartpole.main
+    return cartpole.train_env
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def finished_run(tmp_path_factory) -> Path:
     saved = sys.argv
     sys.argv = ["recipes/cartpole.py", *argv]
     try:
-        cartpole.main(argv)
+        cartpole.train_env(argv)
     finally:
         sys.argv = saved
     assert (run_dir / "summary.json").is_file()

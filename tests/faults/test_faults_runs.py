@@ -119,7 +119,7 @@ def test_a_malformed_manifest_falls_back_to_the_older_checkpoint(run_main, cartp
     (["--beta", "nan"], "GRPOConfig.beta: must be a finite number, got nan"),
     (["--learning_rate", "inf"], "GRPOConfig.learning_rate: must be a finite number, got inf"),
     (["--solved_return", "nan"], "GRPOConfig.solved_return: must be a finite number, got nan"),
-    (["--eval_every", "0"], "--eval_every: must be >= 1, got 0"),
+    (["--eval_every", "-1"], "--eval_every: must be >= 0 (0: never evaluate), got -1"),
     (["--total_env_steps", "0"], "--total_env_steps: must be >= 1, got 0"),
     (["--eval_episodes", "0"], "--eval_episodes: must be >= 1, got 0"),
     (["--hidden_sizes", "0"], "--hidden_sizes: every width must be >= 1, got [0]"),
@@ -188,7 +188,7 @@ def test_the_script_itself_prints_one_line_for_a_continuous_env(tmp_path):
 
 
 def test_evaluating_a_missing_policy_is_one_line(run_main):
-    from grpo_seq.evaluation import main
+    from grpo_seq.cli.tools import eval_env as main
 
     res = run_main(main, ["--policy", "no/such/policy"], script="grpo_seq/evaluation.py")
     assert res.code == 2, res

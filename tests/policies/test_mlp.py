@@ -8,8 +8,9 @@ import torch
 from grpo_seq import CategoricalMLPPolicy, load_policy
 from grpo_seq.serialization import save_policy
 
-from grpo_seq.policies.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_range, rollout_obs_scale
-from grpo_seq.train_env import EnvTrainConfig, make_policy
+from grpo_seq.envs.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_range, rollout_obs_scale
+from grpo_seq.jobs.env import make_policy
+from grpo_seq.jobs.env_spec import EnvJob
 
 SCALE = [2.4, 1.0, 0.2, 4.0]
 
@@ -70,12 +71,12 @@ def test_orthogonal_init_gives_orthogonal_hidden_layers_with_gain_sqrt2():
 def test_the_env_program_scales_cartpole_by_its_thresholds_and_other_envs_by_random_play():
     assert default_obs_scale("CartPole-v1") == pytest.approx([2.4, 1.0, 12 * 2 * np.pi / 360, 1.0])
     assert default_obs_scale("Acrobot-v1") is None
-    assert make_policy(EnvTrainConfig()).init_kwargs["obs_scale"] == pytest.approx(default_obs_scale("CartPole-v1"))
-    assert make_policy(EnvTrainConfig(obs_scale=[1, 1, 1, 1])).init_kwargs["obs_scale"] == [1, 1, 1, 1]
+    assert make_policy(EnvJob()).init_kwargs["obs_scale"] == pytest.approx(default_obs_scale("CartPole-v1"))
+    assert make_policy(EnvJob(obs_scale=[1, 1, 1, 1])).init_kwargs["obs_scale"] == [1, 1, 1, 1]
     with pytest.raises(ValueError, match="--obs_scale has 2 numbers"):
-        make_policy(EnvTrainConfig(obs_scale=[1.0, 2.0]))
+        make_policy(EnvJob(obs_scale=[1.0, 2.0]))
     # Acrobot: cos and sin stay within 1; the angular velocities reach several rad/s under random play
-    scale = make_policy(EnvTrainConfig(env_id="Acrobot-v1", seed=3)).init_kwargs["obs_scale"]
+    scale = make_policy(EnvJob(env_id="Acrobot-v1", seed=3)).init_kwargs["obs_scale"]
     assert scale == rollout_obs_scale("Acrobot-v1", seed=3)
     assert all(x <= 1.0 for x in scale[:4]) and scale[4] > 1.0 and scale[5] > 1.0
 
@@ -130,8 +131,8 @@ def test_obs_center_maps_the_box_random_play_reaches_onto_minus_one_one():
     assert rollout_obs_scale("MountainCar-v0", seed=3) == pytest.approx(np.maximum(-low, high).tolist())
     # MountainCar: positions stay left of 0 under random play, so the centre is negative, not 0
     assert -0.6 < shift[0] < -0.4 and scale[0] < 0.3
-    policy = make_policy(EnvTrainConfig(env_id="MountainCar-v0", seed=3, obs_center=True))
+    policy = make_policy(EnvJob(env_id="MountainCar-v0", seed=3, obs_center=True))
     assert policy.init_kwargs["obs_shift"] == shift and policy.init_kwargs["obs_scale"] == scale
-    assert make_policy(EnvTrainConfig(env_id="Acrobot-v1", obs_center=False)).init_kwargs["obs_shift"] is None
-    given = make_policy(EnvTrainConfig(env_id="MountainCar-v0", seed=3, obs_center=True, obs_scale=[1.0, 0.01]))
+    assert make_policy(EnvJob(env_id="Acrobot-v1", obs_center=False)).init_kwargs["obs_shift"] is None
+    given = make_policy(EnvJob(env_id="MountainCar-v0", seed=3, obs_center=True, obs_scale=[1.0, 0.01]))
     assert given.init_kwargs["obs_scale"] == [1.0, 0.01] and given.init_kwargs["obs_shift"] == shift

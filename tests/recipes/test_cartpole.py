@@ -48,7 +48,7 @@ def test_cartpole_recipe_writes_summary_metrics_and_policy(tmp_path):
                 "reward/group_std", "perf/tokens_per_second"]:
         assert key in train_rows[0], key
     # the saved policy, loaded by the evaluation command, reproduces the final evaluation exactly
-    res = run([sys.executable, "-m", "grpo_seq.evaluation", "--policy", str(out_dir / "policy"),
+    res = run([sys.executable, "-m", "grpo_seq.cli.commands", "eval", "env", "--policy", str(out_dir / "policy"),
                "--seed", str(eval_rows[-1]["eval/seed"]), "--episodes", "10"])
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["mean_return"] == summary["final_eval_return"]
@@ -56,7 +56,7 @@ def test_cartpole_recipe_writes_summary_metrics_and_policy(tmp_path):
     # policy_best/ holds the policy of the best evaluation: the first one reaching the maximum
     best = next(r for r in eval_rows if r["eval/return"] == max(e["eval/return"] for e in eval_rows))
     assert (summary["best_eval_return"], summary["best_eval_env_steps"]) == (best["eval/return"], best["perf/tokens_total"])
-    res = run([sys.executable, "-m", "grpo_seq.evaluation", "--policy", summary["best_policy"],
+    res = run([sys.executable, "-m", "grpo_seq.cli.commands", "eval", "env", "--policy", summary["best_policy"],
                "--seed", str(best["eval/seed"]), "--episodes", "10"])
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout)["mean_return"] == summary["best_eval_return"]
@@ -91,10 +91,10 @@ def test_cartpole_recipe_same_seed_same_metrics_other_seed_differs(tmp_path):
 
 def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     from grpo_seq.cli import parse_config
-    from grpo_seq.train_env import EnvTrainConfig
+    from grpo_seq.jobs.env_spec import EnvJob
 
     def algo(argv):
-        c = parse_config(EnvTrainConfig, argv)
+        c = parse_config(EnvJob, argv)
         return c.scale_rewards, c.adam_beta2, c.learning_rate, c.advantage, c.num_generations
 
     # MountainCar: centred step-wise advantages, Adam 1e-2 with beta2 0.999 (questions mountaincar_defaults
@@ -107,12 +107,12 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
     assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 4)
     # ended members stay in the step-wise comparison everywhere but CartPole (question lunarlander_defaults)
-    absorb = lambda argv: parse_config(EnvTrainConfig, argv).absorb_ended  # noqa: E731
+    absorb = lambda argv: parse_config(EnvJob, argv).absorb_ended  # noqa: E731
     assert (absorb(["--env_id", "CartPole-v1"]), absorb(["--env_id", "LunarLander-v3"])) == (False, True)
     assert absorb(["--env_id", "CartPole-v1", "--absorb_ended"]) is True
     assert absorb(["--env_id", "Acrobot-v1", "--absorb_ended", "false"]) is False
     # centred observations and an entropy bonus for MountainCar only (question mountaincar_first_push)
-    first_push = lambda argv: (lambda c: (c.obs_center, c.ent_coef))(parse_config(EnvTrainConfig, argv))  # noqa: E731
+    first_push = lambda argv: (lambda c: (c.obs_center, c.ent_coef))(parse_config(EnvJob, argv))  # noqa: E731
     assert first_push(["--env_id", "MountainCar-v0"]) == (True, 0.01)
     assert first_push(["--env_id", "Acrobot-v1"]) == first_push(["--env_id", "CartPole-v1"]) == (False, 0.0)
     assert first_push(["--env_id", "MountainCar-v0", "--obs_center", "false", "--ent_coef", "0"]) == (False, 0.0)

@@ -141,7 +141,7 @@ def test_a_continuous_env_is_refused_by_its_space():
 
 
 def test_other_envs_get_the_env_programs_defaults():
-    from grpo_seq.train_env import per_env
+    from grpo_seq.envs.defaults import per_env
 
     model = GRPO("MlpPolicy", "Acrobot-v1", seed=0)
     want = per_env("Acrobot-v1")
@@ -157,8 +157,8 @@ def test_other_envs_get_the_env_programs_defaults():
 
 
 def test_mountaincar_gets_centred_observations_and_its_entropy_bonus():
-    from grpo_seq.policies.obs_scale import rollout_obs_center
-    from grpo_seq.train_env import per_env
+    from grpo_seq.envs.obs_scale import rollout_obs_center
+    from grpo_seq.envs.defaults import per_env
 
     model = GRPO("MlpPolicy", "MountainCar-v0", seed=3)
     shift, scale = rollout_obs_center("MountainCar-v0", seed=3)

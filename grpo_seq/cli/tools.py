@@ -1,0 +1,110 @@
+"""The command line's tools around runs: evaluate a saved model or env policy, record it, plot runs.
+
+    grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
+    grpo-seq eval env --policy runs/<run>/policy --env_id Acrobot-v1 --episodes 100
+    grpo-seq record --policy runs/<run>/policy --out agent.gif
+    grpo-seq plot runs/<run> [runs/<other> ...] [--out curves.png] [--x env_steps] [--smooth 5]
+
+Each ends a misuse as one ``error: ...`` line with exit status 2 (:func:`grpo_seq.cli.errors.cli_errors`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import ConfigError, UsageError
+from .errors import cli_errors
+from .parse import parse_config
+
+__all__ = ["EvalEnvArgs", "RecordArgs", "eval_lm", "eval_env", "record", "plot"]
+
+
+def eval_lm(argv: list[str] | None = None) -> dict:
+    """``grpo-seq eval lm``: greedy completions scored by reward functions (:mod:`grpo_seq.eval_lm`)."""
+    from ..eval_lm import EvalLMConfig, evaluate
+
+    with cli_errors():
+        return evaluate(parse_config(EvalLMConfig, argv))
+
+
+@dataclass
+class EvalEnvArgs:
+    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
+    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id."})
+    episodes: int = field(default=10, metadata={"help": "Greedy episodes."})
+    seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ConfigError(f"--episodes: must be >= 1, got {self.episodes}")
+
+
+def eval_env(argv: list[str] | None = None) -> None:
+    """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
+    from ..evaluation import PolicyEvaluator
+    from ..serialization import load_policy
+
+    with cli_errors():
+        args = parse_config(EvalEnvArgs, argv)
+        policy = load_policy(args.policy)
+        evaluate = PolicyEvaluator(args.env_id, args.episodes)
+        obs_dim = evaluate.envs.single_observation_space.shape[0]
+        wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
+        if wanted != obs_dim:
+            raise UsageError(f"--policy {args.policy} takes {wanted} observation numbers; {args.env_id} gives "
+                             f"{obs_dim}: give the env_id it was trained on")
+        returns = evaluate(policy, seed=args.seed)
+    print(json.dumps({"env_id": args.env_id, "seed": args.seed, "mean_return": float(returns.mean()),
+                      "returns": returns.tolist()}))
+
+
+@dataclass
+class RecordArgs:
+    policy: str = field(metadata={"help": "Folder of a saved policy (model.safetensors + policy.json)."})
+    env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id with an rgb_array renderer."})
+    out: str = field(default="agent.gif", metadata={"help": "GIF to write (an MP4 beside it when ffmpeg is installed)."})
+    seed: int = field(default=0, metadata={"help": "Reset seed of the episode."})
+    fps: int = field(default=50, metadata={"help": "Frames per second."})
+    scale: float = field(default=0.5, metadata={"help": "Frame size relative to the renderer's."})
+
+
+def record(argv: list[str] | None = None) -> None:
+    """``grpo-seq record --policy DIR``: a greedy episode of a saved policy as a GIF."""
+    from ..record import record_episode
+    from ..serialization import load_policy
+
+    with cli_errors():
+        args = parse_config(RecordArgs, argv)
+        info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
+                              scale=args.scale)
+    print(json.dumps(info))
+
+
+def plot(argv: Sequence[str] | None = None) -> None:
+    """``grpo-seq plot RUN [RUN ...]``: learning curves. A run's own ``curves.png`` (the default
+    for one run) is refreshed; any other existing file is replaced only with ``--overwrite``."""
+    from ..plot import X_AXES, plot_runs
+
+    ap = argparse.ArgumentParser(prog="grpo-seq plot", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="Run folders (or metrics.jsonl files).")
+    ap.add_argument("--out", default=None, help="PNG to write (default: <first run>/curves.png).")
+    ap.add_argument("--x", default="step", choices=sorted(X_AXES), help="Horizontal axis.")
+    ap.add_argument("--smooth", type=int, default=1, help="Trailing mean over this many points (1: raw).")
+    ap.add_argument("--overwrite", action="store_true", help="Replace --out when it exists already.")
+    a = ap.parse_args(argv)
+    with cli_errors():
+        if a.smooth < 1:
+            raise ConfigError(f"--smooth: must be >= 1 (1: raw), got {a.smooth}")
+        runs = [Path(r).expanduser() for r in a.runs]
+        own = (runs[0] if runs[0].is_dir() else runs[0].parent) / "curves.png"
+        out = Path(a.out).expanduser() if a.out else own
+        # a run's curves.png is drawn from its own metrics: refreshing it loses nothing
+        if out.exists() and not a.overwrite and not (out == own and len(runs) == 1):
+            raise UsageError(f"{out} exists; give --out FILE.png for a new file, or --overwrite to replace it")
+        titles = plot_runs(runs, out, x=a.x, smooth=a.smooth)
+    print(f"wrote {out}: {len(titles)} panels ({', '.join(titles)}) for {len(a.runs)} run(s)")

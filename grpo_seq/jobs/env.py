@@ -1,0 +1,299 @@
+"""Run an env agent's job (:class:`grpo_seq.jobs.env_spec.EnvJob`): an episode's actions are the
+"completion", and the G episodes of a group share their start state.
+
+:class:`EnvRun` is one run's parts (policy, sampler, trainer, evaluator) and the state its loop
+carries; :func:`run_env_job` takes it from its first step to its summary. The command line, the
+Stable-Baselines3 class and the spec files all build their runs here.
+
+Where this departs from the paper (DeepSeekMath section 4.1), and why:
+- beta = 0, so no reference model: the reference would be the random initial policy.
+- Per-step advantages: each step's return-to-go is normalised against the group members still
+  running at the same step. The paper's process supervision normalises step rewards over the
+  whole group and is identically 0 where every step pays the same.
+- The loss is a token mean (``bnpo``): a long episode weighs by its steps, not as one output.
+- Adam with momentum 0.5 (beta2 0.95): consecutive batches start from different states and
+  disagree; momentum 0.9 keeps pushing one batch's direction for about 10 updates.
+
+Writes <output_dir>/{config.json (the spec), metrics.jsonl, summary.json, policy/, policy_best/,
+checkpoints/}. SIGTERM or Ctrl-C finishes the current step, writes a checkpoint and prints the
+command that resumes it; the resumed run repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from torch import nn
+
+from ..envs.obs_scale import default_obs_scale, rollout_obs_units
+from ..errors import ConfigError
+from ..evaluation import PolicyEvaluator, eval_stream_seed
+from ..plot import plot_run_if_possible
+from ..policies.mlp import CategoricalMLPPolicy
+from ..record import check_renderer, record_episode
+from ..sampling.env import EnvGroupSampler, check_spaces, env_spec, make_env
+from ..sampling.novelty import NoveltyBonus
+from ..serialization import atomic_write_text
+from ..stopping import GracefulStop, checkpoint_on_error
+from ..tracking import tracker_kwargs
+from ..trainer import GRPOTrainer
+from .callbacks import JobCallbacks, Progress, as_callbacks
+from .env_spec import EnvJob
+from .folder import resolve_run_dir
+
+__all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold"]
+
+
+def solved_threshold(spec: EnvJob) -> float:
+    """``spec.solved_return``, else the env spec's ``reward_threshold``."""
+    if spec.solved_return is not None:
+        return spec.solved_return
+    threshold = env_spec(spec.env_id).reward_threshold
+    if threshold is None:
+        raise ConfigError(f"--solved_return: {spec.env_id} has no reward_threshold in its spec; give one")
+    return float(threshold)
+
+
+def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
+    """The MLP policy; ``spec.obs_scale`` empty means CartPole's thresholds or, for another env,
+    what random play seeded with ``spec.seed`` reaches (:func:`rollout_obs_units`: centred on it
+    with ``spec.obs_center``)."""
+    env = make_env(spec.env_id)
+    try:
+        check_spaces(spec.env_id, env.observation_space, env.action_space)
+        obs_dim, num_actions = env.observation_space.shape[0], int(env.action_space.n)
+        shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
+        if spec.obs_center or not scale:
+            shift, rolled = rollout_obs_units(env, spec.obs_center, seed=spec.seed)
+            scale = scale or rolled
+    finally:
+        env.close()
+    if len(scale) != obs_dim:
+        raise ConfigError(f"--obs_scale has {len(scale)} numbers; {spec.env_id} observations have {obs_dim} "
+                          "dimensions (give one divisor per dimension)")
+    return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes), obs_scale=scale,
+                                orthogonal_init=spec.orthogonal_init, obs_shift=shift)
+
+
+def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None,
+                 env_fn: Callable[[], Any] | None = None, reward_fn: Any = None) -> EnvGroupSampler:
+    """Each process samples its own whole groups, seeded apart; with ``exploration_bonus`` (and
+    observation units to count visits in) the processes count visits separately. ``env_fn``
+    builds the env where ``spec.env_id`` is not registered; ``reward_fn`` replaces the env's reward."""
+    bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
+        if spec.exploration_bonus > 0 and obs_scale is not None else None
+    return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations,
+                           seed=spec.seed + 1_000_003 * process_index, max_episode_steps=spec.max_episode_steps,
+                           env_fn=env_fn, reward_fn=reward_fn, bonus=bonus)
+
+
+@dataclass
+class EnvLoopState:
+    """What the loop carries besides the trainer, checkpointed with it so that a resumed run
+    repeats an uninterrupted one."""
+
+    eval_seconds: float = 0.0
+    solved_at: dict | None = None  # env_steps, seconds, train_seconds, iteration of the first solve
+    last_eval: float | None = None
+    evals_after_solved: int = 0
+    best: dict | None = None  # the best evaluation so far: return, env_steps
+    next_eval: int = 0
+    eval_seed: int = 0
+    elapsed: float = 0.0
+
+
+class EnvRun:
+    """One env run's parts, built from its spec. A door may hand in what no spec can name: a
+    ``policy`` of its own, a ``sampler`` (another sampling mode), an ``env_fn`` for an env
+    without a registered id, a step ``reward_fn``, an ``accelerator``.
+
+    Seeds the global python, numpy and torch RNGs with ``spec.seed`` before the policy's weights
+    are drawn (Stable-Baselines3 does the same with a seed)."""
+
+    label = "env"
+
+    def __init__(self, spec: EnvJob, policy: nn.Module | None = None, sampler: Any = None,
+                 env_fn: Callable[[], Any] | None = None, reward_fn: Any = None,
+                 accelerator: Accelerator | None = None):
+        self.spec = spec
+        set_seed(spec.seed)  # python, numpy and torch: the policy's initial weights depend on the seed
+        self.accelerator = accelerator or Accelerator(cpu=spec.use_cpu, **tracker_kwargs(spec.report_to, spec.output_dir))
+        self.label = spec.env_id or "env"
+        if spec.record and self.is_main_process:  # fail now, not after training, when the renderer is missing
+            check_renderer(spec.env_id)
+        # The policy first (its observation scale sizes the bonus's cells); parameters start equal everywhere.
+        policy = policy if policy is not None else make_policy(spec)
+        if spec.eval_every:
+            spec.solved_return = solved_threshold(spec)
+        obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
+        sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
+        self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator)
+        # Same eval seeds on every process: equal parameters give equal returns, so all agree.
+        self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
+                                        env_kwargs=self._env_kwargs()) if spec.eval_every else None
+        self.state = EnvLoopState(next_eval=spec.eval_every, eval_seed=eval_stream_seed(spec.seed))
+        if spec.resume_from:
+            self.state = EnvLoopState(**{**dataclasses.asdict(self.state), **self.trainer.resume(spec.resume_from)})
+        if self.evaluate is not None:
+            self.evaluate.seed = self.state.eval_seed
+        self._start = time.perf_counter() - self.state.elapsed
+        self.last_metrics: dict[str, float] = {}
+        self.say: Callable[[str], None] = lambda text: None  # where the run's lines go (run_env_job: the callbacks)
+
+    def _env_kwargs(self) -> dict[str, Any] | None:
+        return {"max_episode_steps": self.spec.max_episode_steps} if self.spec.max_episode_steps else None
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def done(self) -> bool:
+        spec, state = self.spec, self.state
+        return self.trainer.env_steps >= spec.total_env_steps or bool(
+            spec.stop_after_solved and state.solved_at and state.evals_after_solved >= spec.stop_after_solved)
+
+    def loop_state(self) -> dict[str, Any]:
+        """The loop's state as saved in a checkpoint."""
+        self.state.elapsed = time.perf_counter() - self._start
+        if self.evaluate is not None:
+            self.state.eval_seed = self.evaluate.seed
+        return dataclasses.asdict(self.state)
+
+    def progress(self) -> Progress:
+        m, last = self.last_metrics, self.state.last_eval
+        shown = {"ret": f"{m.get('reward/env_return', 0):.0f}", "eval": f"{last if last is not None else 0:.0f}"}
+        if m.get("reward/flat_steps_in_a_row", 0) >= self.trainer.signal.patience:
+            shown["signal"] = "NONE"
+        return Progress(min(self.trainer.env_steps, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
+
+    def step(self, progress: float | None = None) -> tuple[dict[str, float], dict[str, Any] | None]:
+        """One training step (``progress`` drives the learning-rate schedule; default: the share of
+        the budget done), then an evaluation when one is due. Returns the step's metrics and the
+        evaluation's result (None when none ran)."""
+        spec, trainer = self.spec, self.trainer
+        m = trainer.step(progress=trainer.env_steps / spec.total_env_steps if progress is None else progress)
+        self.last_metrics = m
+        due = trainer.env_steps >= self.state.next_eval or trainer.env_steps >= spec.total_env_steps
+        return m, self._evaluate() if self.evaluate is not None and due else None
+
+    def _evaluate(self) -> dict[str, Any]:
+        """Greedy episodes; logs them, keeps the best policy, notes the first solve."""
+        spec, trainer, state = self.spec, self.trainer, self.state
+        state.next_eval = (trainer.env_steps // spec.eval_every + 1) * spec.eval_every
+        t_eval = time.perf_counter()
+        state.last_eval = float(self.evaluate(trainer.policy).mean())
+        state.eval_seconds += time.perf_counter() - t_eval
+        elapsed = time.perf_counter() - self._start
+        trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.env_steps, "eval/return": state.last_eval,
+                     "eval/seed": self.evaluate.last_seed, "perf/wall_seconds": elapsed})
+        if state.best is None or state.last_eval > state.best["return"]:
+            state.best = {"return": state.last_eval, "env_steps": trainer.env_steps}
+            if spec.keep_best and trainer.output_dir is not None:
+                trainer.save(Path(spec.output_dir, "policy_best"))
+        if state.solved_at is not None:
+            state.evals_after_solved += 1
+        elif state.last_eval >= spec.solved_return:
+            state.solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
+                               "train_seconds": elapsed - state.eval_seconds, "iteration": trainer.step_count}
+        return {"env_steps": trainer.env_steps, "return": state.last_eval, "solved": state.solved_at is not None}
+
+    def finish(self) -> dict[str, Any]:
+        """Checkpoint, save the policy (and record an episode), write and say the summary."""
+        spec, trainer, out = self.spec, self.trainer, Path(self.spec.output_dir)
+        seconds = time.perf_counter() - self._start
+        trainer.save_checkpoint(self.loop_state)
+        trainer.save()
+        video = None
+        if spec.record and self.is_main_process:
+            video = record_episode(trainer.policy, spec.env_id, out / "agent.gif", seed=eval_stream_seed(spec.seed))
+            self.say(f"greedy episode: {video['frames']} steps, return {video['return']:.0f}: {video['gif']}"
+                     + (f" and {video['mp4']}" if video["mp4"] else ""))
+        summary = self.summary(seconds, video)
+        if self.is_main_process:
+            atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+            self.say(json.dumps(summary))
+            curves = plot_run_if_possible(out, out / "curves.png", x="env_steps")
+            if curves:
+                self.say(f"learning curves: {curves}")
+        trainer.close()
+        return summary
+
+    def summary(self, seconds: float, video: dict | None = None) -> dict[str, Any]:
+        """What the run did: solved or not and when, its evaluations, its cost."""
+        spec, trainer, state = self.spec, self.trainer, self.state
+        solved, best = state.solved_at, state.best
+        return {
+            "env_id": spec.env_id,
+            "seed": spec.seed,
+            "solved": solved is not None,
+            "solved_env_steps": solved["env_steps"] if solved else None,
+            "solved_seconds": solved["seconds"] if solved else None,
+            "solved_train_seconds": solved["train_seconds"] if solved else None,
+            "final_eval_return": state.last_eval,
+            "best_eval_return": best["return"] if best else None,
+            "best_eval_env_steps": best["env_steps"] if best else None,
+            "best_policy": str(Path(spec.output_dir, "policy_best")) if best and spec.keep_best and spec.output_dir else None,
+            "no_signal": trainer.signal.message,  # the no-learning-signal warning, if the run ever gave it
+            "env_steps": trainer.env_steps,
+            "iterations": trainer.step_count,
+            "seconds": seconds,
+            "eval_seconds": state.eval_seconds,
+            "num_processes": self.accelerator.num_processes,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # this process's peak
+            "record": video,
+        }
+
+
+def run_env_job(spec: EnvJob, callbacks: JobCallbacks | list[JobCallbacks] | None = None, **parts: Any) -> dict[str, Any]:
+    """Train, evaluate and save one env run; returns its summary.
+
+    ``callbacks`` hear the run (:class:`JobCallbacks`); ``parts`` go to :class:`EnvRun`.
+    Changes the whole process, as a program does: seeds the global RNGs, sets torch's thread
+    count, and turns SIGTERM and SIGINT into "checkpoint, then exit" while it runs."""
+    cbs = as_callbacks(callbacks)
+    try:
+        spec.output_dir = resolve_run_dir(spec, f"runs/{spec.env_id}__{spec.seed}__{int(time.time())}")
+        cbs.on_run_dir(Path(spec.output_dir))
+        torch.set_num_threads(spec.torch_threads)
+        run = EnvRun(spec, **parts)
+        run.say = lambda text: cbs.on_message(run, text)
+        cbs.on_start(run)
+        _train(run, cbs)
+        summary = run.finish()
+        cbs.on_end(run, summary)
+        return summary
+    finally:
+        cbs.close()
+
+
+def _train(run: EnvRun, cbs: JobCallbacks) -> None:
+    """Step until the budget is spent, the run is solved enough, a callback stops it or a signal comes."""
+    trainer, warned = run.trainer, False  # the no-learning-signal warning is said once
+    with GracefulStop() as stop, checkpoint_on_error(trainer, run.loop_state, run.spec.output_dir):
+        while not run.done:
+            metrics, evaluation = run.step()
+            if trainer.signal.message and not warned:
+                cbs.on_message(run, f"warning: {trainer.signal.message}")
+                warned = True
+            if evaluation is not None:
+                cbs.on_eval(run, evaluation)
+                cbs.on_message(run, f"env steps {evaluation['env_steps']}: eval return {evaluation['return']:.1f}")
+            stop_asked = cbs.on_step(run, metrics)
+            path = trainer.maybe_save_checkpoint(run.loop_state)
+            if path is not None:
+                cbs.on_checkpoint(run, path)
+            if stop.agreed(run.accelerator):
+                cbs.close()
+                stop.checkpoint_and_exit(trainer, run.loop_state, run.spec.output_dir)
+            if stop_asked:
+                break

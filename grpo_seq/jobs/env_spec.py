@@ -1,0 +1,174 @@
+"""The spec of an env agent's training run (:class:`EnvJob`); :mod:`grpo_seq.jobs.env` runs it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..config import GRPOConfig
+from ..envs.defaults import PER_ENV, per_env
+from ..errors import require
+from .spec import JobSpec
+
+__all__ = ["EnvJob"]
+
+
+@dataclass
+class EnvJob(JobSpec, GRPOConfig):
+    """An env agent's training run: :class:`GRPOConfig` with the env, budget, evaluation and
+    policy options. Options left None take their env family's defaults
+    (:func:`grpo_seq.envs.defaults.per_env`) when the spec is built."""
+
+    KIND: ClassVar[str] = "env"
+
+    env_id: str = field(
+        default="CartPole-v1",
+        metadata={"help": "Any gymnasium env with Discrete actions and a flat Box observation."},
+    )
+    total_env_steps: int | None = field(
+        default=None,
+        metadata={"help": f"Training budget in env steps (all processes); the learning rate decays to 0 over it. {PER_ENV}."},
+    )
+    eval_every: int | None = field(
+        default=None,
+        metadata={"help": f"Evaluate after every this many training env steps (0: never). {PER_ENV}."},
+    )
+    max_episode_steps: int | None = field(
+        default=None, metadata={"help": "End episodes after this many steps (default: the env's own time limit)."}
+    )
+    eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
+    solved_return: float | None = field(
+        default=None, metadata={"help": "Eval mean return that counts as solved (default: the env spec's reward_threshold)."}
+    )
+    stop_after_solved: int = field(
+        default=0, metadata={"help": "Stop this many evaluations after the first one that solves (0: use the whole budget)."}
+    )
+    keep_best: bool = field(
+        default=True,
+        metadata={"help": "Also save the policy of the best evaluation so far to <output_dir>/policy_best/ (as "
+                  "Stable-Baselines3's EvalCallback does with best_model_save_path): a policy that drifts after "
+                  "solving still leaves its best behind. The summary names its return and env steps."},
+    )
+    hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
+    obs_scale: list[float] = field(
+        default_factory=list,
+        metadata={"help": "Divide each observation dimension by this before the MLP (one number per dimension). "
+                  "Default: CartPole's termination thresholds for the cart position and pole angle; for other envs "
+                  "the largest |value| random play reaches in 2,000 steps (rollout_obs_scale)."},
+    )
+    obs_center: bool | None = field(
+        default=None,
+        metadata={"help": "Without --obs_scale given: map the box random play reaches in 2,000 steps onto [-1, 1] "
+                  "(subtract its midpoint, divide by its half-width: rollout_obs_center) instead of dividing by "
+                  "its largest |value|. For observations that sit far off 0, such as MountainCar's position. "
+                  f"{PER_ENV}.", "nargs": "?", "const": True},
+    )
+    exploration_bonus: float | None = field(
+        default=None,
+        metadata={"help": "Scale of a count-based bonus, scale / sqrt(visits), added to each step's training reward "
+                  "(NoveltyBonus): it breaks ties where every episode of a group ends alike; 0 turns it off. "
+                  f"Evaluation reports the env's own return. {PER_ENV}."},
+    )
+    bonus_bins: int = field(
+        default=20, metadata={"help": "NoveltyBonus cells per [-obs_scale, obs_scale] span of each dimension."}
+    )
+    orthogonal_init: bool = field(
+        default=True,
+        metadata={"help": "Orthogonal hidden layers with gain sqrt(2) and zero biases (Stable-Baselines3's PPO "
+                  "init) instead of torch's uniform default."},
+    )
+    record: bool = field(
+        default=False,
+        metadata={"help": "After training, write a greedy episode of the policy to <output_dir>/agent.gif (an MP4 too "
+                  "when ffmpeg is installed), the step drawn on each frame. CartPole's renderer needs pygame."},
+    )
+    torch_threads: int = field(default=1, metadata={"help": "torch threads; a tiny MLP is no faster on more."})
+    use_cpu: bool = field(
+        default=True,
+        metadata={"help": "Train on CPU even where a GPU exists: a tiny MLP loses more to kernel launches than it "
+                  "gains. Also what makes `accelerate launch --multi_gpu` start real processes on a CPU-only machine."},
+    )
+    num_generations: int | None = field(default=None, metadata={"help": f"G: episodes per shared start state. {PER_ENV}."})
+    num_groups: int | None = field(
+        default=None, metadata={"help": f"Start states per step on each process. {PER_ENV}."}
+    )
+    learning_rate: float | None = field(default=None, metadata={"help": f"Adam learning rate. {PER_ENV}."})
+    advantage: str | None = field(
+        default=None,
+        metadata={"help": "stepwise (returns-to-go compared at equal step indices), outcome (group-normalised "
+                  "episode return) or process (the paper's; blind where every step pays the same). "
+                  f"{PER_ENV}."},
+    )
+    gamma: float | None = field(
+        default=None, metadata={"help": f"Discount inside returns-to-go. {PER_ENV}."}
+    )
+    lr_schedule: str = field(
+        default="linear", metadata={"help": "constant, or linear decay to 0 over --total_env_steps."}
+    )
+    adam_beta1: float = field(
+        default=0.5, metadata={"help": "Adam momentum. 0.5, not 0.9: consecutive batches start from different states "
+                               "and disagree, and momentum 0.9 keeps pushing one batch's direction for ~10 updates "
+                               "(docs/experiments.md)."}
+    )
+    adam_beta2: float | None = field(
+        default=None, metadata={"help": "Adam's decay rate of the squared gradient's running mean: 0.95 beside beta1 "
+                                "0.5 (docs/experiments.md); MountainCar's 0.999 remembers the informative batches, so "
+                                f"the step stays small while batches carry only noise. {PER_ENV}."}
+    )
+    scale_rewards: bool | None = field(
+        default=None,
+        metadata={"help": "Divide advantages by the group's std (false: centre only, as Dr. GRPO). Unscaled, a "
+                  "group whose members differ by a step or two of chance moves the policy by that little, "
+                  f"not by a unit-sized advantage. {PER_ENV}.",
+                  # argparse: a bare --scale_rewards means true, as for the other bool options
+                  "nargs": "?", "const": True},
+    )
+    absorb_ended: bool | None = field(
+        default=None,
+        metadata={"help": "advantage=stepwise: a member whose episode has ended stays in its group's comparison at "
+                  "later steps with return-to-go 0, so a member that runs on (hovering, jittering on the ground) "
+                  "is compared with stopping; otherwise steps past the second-longest member's end get advantage 0 "
+                  f"and are never trained. {PER_ENV}.",
+                  "nargs": "?", "const": True},
+    )
+    ent_coef: float | None = field(
+        default=None,
+        metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each step "
+                  "(Stable-Baselines3's ent_coef). It keeps a policy from settling on one action where its group "
+                  f"never tries another, as MountainCar's first push from a standstill; 0 turns it off. {PER_ENV}."},
+    )
+    beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
+    loss_type: str = field(
+        default="bnpo",
+        metadata={"help": "Loss aggregation: bnpo (token mean; default here: a long episode counts by its steps, "
+                  "not as one output), grpo (the paper) or dr_grpo."},
+    )
+
+    # Budgets, evaluation and how the run is computed may change on --resume_from; the policy's
+    # shape and the algorithm may not (GRPOTrainer.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+        "total_env_steps", "eval_every", "eval_episodes", "solved_return", "stop_after_solved", "record", "keep_best",
+        "torch_threads", "use_cpu",
+    }
+
+    def __post_init__(self) -> None:
+        self._fill_per_env_defaults()
+        super().__post_init__()
+        for name in ("total_env_steps", "eval_episodes", "torch_threads", "bonus_bins"):
+            require(self, name, getattr(self, name) >= 1, "must be >= 1")
+        require(self, "eval_every", self.eval_every >= 0, "must be >= 0 (0: never evaluate)")
+        if self.max_episode_steps is not None:
+            require(self, "max_episode_steps", self.max_episode_steps >= 1, "must be >= 1")
+        require(self, "stop_after_solved", self.stop_after_solved >= 0, "must be >= 0 (0: never stop early)")
+        require(self, "exploration_bonus", self.exploration_bonus >= 0, "must be >= 0 (0: none)")
+        require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
+        require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
+                "every divisor must be a finite number > 0")
+
+    def _fill_per_env_defaults(self) -> None:
+        """Options left None take their env family's defaults (the solved threshold is filled in
+        by :func:`train`, once the env is known to exist and fit)."""
+        for name, value in per_env(self.env_id).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)

@@ -1,0 +1,333 @@
+"""Run a language model's job (:class:`grpo_seq.jobs.lm_spec.LMJob`) on a prompt dataset and
+reward functions.
+
+The dataset is in TRL's format (a ``prompt`` column: a string, or a list of chat messages; every
+other column reaches the reward functions as a keyword argument) or names its columns
+(``prompt_column``, ``answer_column``); JSONL, JSON, parquet, CSV, a folder written by
+``save_to_disk`` or a hub id. Reward functions have TRL's signature
+``fn(prompts, completions, **columns) -> list[float | None]`` and are named by import path
+(``package.module:function``). The command line (``grpo-seq train-lm``), the recipes and the
+TRL-style trainer all build their runs here.
+
+Writes <output_dir>/{config.json (the spec), metrics.jsonl, completions/step_XXXX.jsonl,
+summary.json, model/, checkpoints/}; says the expected time after the first step, and the peak
+memory and the run folder's disk use at the end. SIGTERM or Ctrl-C finishes the current step,
+writes a checkpoint and prints the command that resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+
+from ..disk import disk_use_line
+from ..errors import ConfigError
+from ..memory import retain_freed_memory
+from ..models import count_parameters, load_model_and_tokenizer
+from ..plot import plot_run_if_possible
+from ..policies import CausalLMPolicy
+from ..prompt_data import prompt_rows, read_rows
+from ..rewards import RewardScorer
+from ..sampling import LMGroupSampler
+from ..serialization import atomic_write_text
+from ..stopping import GracefulStop, checkpoint_on_error
+from ..tracking import tracker_kwargs
+from ..trainer import GRPOTrainer
+from .callbacks import JobCallbacks, Progress, as_callbacks
+from .folder import resolve_run_dir
+from .lm_spec import LMJob
+
+__all__ = ["LMRun", "run_lm_job", "build", "train", "load_prompts", "apply_lora", "dataset_name", "setup_process",
+           "make_accelerator", "write_completions", "finish"]
+
+
+@dataclass
+class LMRun:
+    """One training run's parts, built and checked, ready for :func:`train`."""
+
+    spec: LMJob
+    trainer: GRPOTrainer
+    scorer: RewardScorer
+    accelerator: Accelerator
+    num_prompts: int
+    label: str = "lm"
+    say: Callable[[str], None] = field(default=lambda text: None, repr=False)  # where the run's lines go
+    last_metrics: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def describe(self) -> str:
+        """One line: the model's size, the share trained, the prompts and the rewards."""
+        trainable, total = count_parameters(self.trainer.policy.model)
+        return (f"{self.spec.model}: {total / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trained; "
+                f"{self.num_prompts} prompts; rewards {self.scorer}")
+
+    @property
+    def cfg(self) -> LMJob:
+        return self.spec
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.accelerator.is_main_process
+
+    def progress(self) -> Progress:
+        m = self.last_metrics
+        return Progress(self.trainer.step_count, self.spec.max_steps, "step",
+                        _postfix(m, self.scorer.names) if m else {})
+
+
+def dataset_name(dataset: Any) -> str:
+    """A short name for run folders: ``org/name`` -> ``name``, ``data/math/train.jsonl`` -> ``math-train``."""
+    if not isinstance(dataset, (str, Path)):
+        return "dataset"
+    path = Path(dataset)
+    if path.suffix:
+        return f"{path.parent.name}-{path.stem}" if path.parent.name else path.stem
+    return str(dataset).rstrip("/").split("/")[-1]
+
+
+def load_prompts(cfg: LMJob) -> Any:
+    """The dataset's rows as prompts (:func:`grpo_seq.prompt_data.prompt_rows`), each checked now."""
+    if cfg.dataset is None:
+        raise ConfigError("--dataset: give the prompts, a .jsonl/.json/.parquet/.csv file, a save_to_disk folder or "
+                          "a hub id (a 'prompt' column, or name it with --prompt_column)")
+    return prompt_rows(read_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config), cfg.prompt_column,
+                       cfg.answer_column, cfg.system_prompt, cfg.instruction, cfg.as_chat, source=f"--dataset {cfg.dataset}")
+
+
+def apply_lora(model: torch.nn.Module, peft_config: Any) -> torch.nn.Module:
+    """``get_peft_model``, without the FutureWarning peft's own check of a deprecated transformers
+    property prints on every run (nothing the caller can change)."""
+    from peft import get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, peft_config)
+
+
+def _lora_config(cfg: LMJob) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+
+
+def setup_process(cfg: LMJob) -> None:
+    """Threads, global seeds and (with ``retain_freed_memory``) malloc: a program's whole process."""
+    # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a small model wants
+    # every core: share them among this machine's processes.
+    local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    torch.set_num_threads(cfg.torch_threads or max(1, (os.cpu_count() or 1) // local_procs))
+    set_seed(cfg.seed)
+    if cfg.retain_freed_memory:
+        retain_freed_memory()
+
+
+def make_accelerator(cfg: LMJob) -> Accelerator:
+    # Several processes and no GPU: gloo on CPU (accelerate would otherwise start each process alone).
+    multi_cpu = not torch.cuda.is_available() and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return Accelerator(cpu=cfg.use_cpu or multi_cpu, mixed_precision="bf16" if cfg.bf16 else "no",
+                       **tracker_kwargs(cfg.report_to, cfg.output_dir))
+
+
+def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, tokenizer: Any,
+          accelerator: Accelerator, peft_config: Any = None, label: str = "lm") -> LMRun:
+    """The policy (LoRA from ``peft_config`` or ``--use_peft``), the sampler and the trainer.
+
+    With LoRA the reference is the same model with its adapters disabled."""
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    if peft_config is None and cfg.use_peft:
+        peft_config = _lora_config(cfg)
+    if peft_config is not None:
+        model = apply_lora(model, peft_config)
+    # Each process draws its own share of every step's prompts.
+    sampler = LMGroupSampler(
+        tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length,
+        temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generation_batch_size=cfg.generation_batch_size,
+        seed=cfg.seed, shuffle=cfg.shuffle_prompts, process_index=accelerator.process_index,
+        num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
+    )
+    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tokenizer), sampler, accelerator, score_fn=scorer)
+    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label)
+
+
+def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = None,
+               reward_funcs: Sequence[Callable | str] | None = None, registry: Mapping[str, Callable] | None = None,
+               label: str = "lm") -> dict:
+    """Load, check, build and train one run from its spec; returns the summary.
+
+    ``callbacks`` hear the run (:class:`JobCallbacks`). ``reward_funcs``: the functions (default:
+    ``spec.reward_fns``, loaded by name from ``registry`` or by import path). Changes the whole
+    process, as a program does: seeds the global RNGs, sets torch's thread count and, with
+    ``retain_freed_memory``, malloc."""
+    cbs = as_callbacks(callbacks)
+    try:
+        spec.output_dir = resolve_run_dir(spec, f"runs/{label}__{dataset_name(spec.dataset)}__{spec.seed}__{int(time.time())}")
+        cbs.on_run_dir(Path(spec.output_dir))
+        if spec.model is None:
+            raise ConfigError("--model: give a hub id, a local folder or a .gguf file")
+        fns = list(reward_funcs or spec.reward_fns)
+        if not fns:
+            raise ConfigError("--reward_funcs: give at least one reward function (package.module:function)")
+        setup_process(spec)
+        accelerator = make_accelerator(spec)
+        rows = load_prompts(spec)
+        scorer = RewardScorer(fns, spec.reward_weights, registry)
+        scorer.check_dataset(rows, source=f"--dataset {spec.dataset}")  # every row and signature, before the model loads
+        model, tokenizer = load_model_and_tokenizer(spec.model, spec.dtype, spec.trust_remote_code)
+        return train(build(spec, rows, scorer, model, tokenizer, accelerator, label=label), cbs)
+    finally:
+        cbs.close()
+
+
+def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = None) -> dict:
+    """The training loop: resume when asked, step to ``max_steps``, checkpoint, save ``model/``,
+    summarise. A callback's ``on_step`` returning True stops the run after that step (saved as at the end)."""
+    cbs = as_callbacks(callbacks)
+    cfg, trainer, acc = lm.spec, lm.trainer, lm.accelerator
+    out = Path(cfg.output_dir)
+    state = trainer.resume(cfg.resume_from) if cfg.resume_from else {}
+    start = time.perf_counter() - state.get("elapsed", 0.0)
+    history = _history_before(out, resumed=bool(state))
+    lm.say = lambda text: cbs.on_message(lm, text)
+
+    def loop_state() -> dict:
+        return {"elapsed": time.perf_counter() - start}
+
+    cbs.on_start(lm)
+    lm.say(lm.describe())
+    first = trainer.step_count
+    with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
+        while trainer.step_count < cfg.max_steps:
+            t0 = time.perf_counter()
+            m = lm.last_metrics = trainer.step(progress=trainer.step_count / cfg.max_steps)
+            history.append(m)
+            if trainer.step_count == first + 1:
+                lm.say(_estimate(time.perf_counter() - t0, cfg.max_steps - trainer.step_count))
+            _maybe_write_completions(lm, out)
+            stop_asked = cbs.on_step(lm, m)
+            path = trainer.maybe_save_checkpoint(loop_state)
+            if path is not None:
+                cbs.on_checkpoint(lm, path)
+            if stop.agreed(acc):
+                cbs.close()
+                stop.checkpoint_and_exit(trainer, loop_state, cfg.output_dir)
+            if stop_asked:
+                break
+    summary = finish(lm, history, time.perf_counter() - start, loop_state)
+    cbs.on_end(lm, summary)
+    return summary
+
+
+def _history_before(out: Path, resumed: bool) -> list[dict]:
+    """The steps before a resume, as logged (resume() dropped any row after the checkpoint)."""
+    metrics_file = out / "metrics.jsonl"
+    if not (resumed and metrics_file.exists()):
+        return []
+    rows = [json.loads(ln) for ln in metrics_file.read_text().splitlines() if ln.strip()]
+    return [h for h in rows if "reward/mean" in h]
+
+
+def _postfix(m: dict, names: Sequence[str]) -> dict:
+    shown = {"reward": f"{m['reward/mean']:.2f}"}
+    shown.update({n.removesuffix("_reward")[:12]: f"{m.get(f'reward/{n}', float('nan')):.2f}" for n in names[:2] if len(names) > 1})
+    shown.update(len=f"{m['policy/completion_length']:.0f}", kl=f"{m['policy/kl']:.4f}",
+                 tok_s=f"{m['perf/tokens_per_second']:.0f}")
+    return shown
+
+
+def _estimate(seconds: float, steps_left: int) -> str:
+    """Said after the first step: what the rest will take at that pace, and the memory so far."""
+    return (f"first step: {seconds:.1f} s; expect about {seconds:.1f} s a step, {_duration(seconds * steps_left)} "
+            f"for the {steps_left} steps left; {_peak_memory()}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _peak_memory() -> str:
+    line = f"peak memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (RSS)"
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        line += f", {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB on the GPU"
+    return line
+
+
+def _maybe_write_completions(lm: LMRun, out: Path) -> None:
+    step, every = lm.trainer.step_count, lm.spec.log_completions_every
+    if lm.is_main_process and every and (step % every == 0 or step == 1):
+        shown = write_completions(out / "completions" / f"step_{step:04d}.jsonl", lm.trainer.last_batch, lm.scorer.names)
+        lm.say(f"step {step}:\n{shown}")
+
+
+def write_completions(path: Path, batch: Any, names: list[str]) -> str:
+    """One JSON line per completion; returns the first group's first, readable, for the console."""
+    comps = batch.reward_components.tolist()
+    rows, G = [], batch.group_size
+    for i, text in enumerate(batch.text.completion_texts):
+        prompt = batch.text.prompts[i]
+        rows.append({
+            "group": i // G,
+            "prompt": (prompt if isinstance(prompt, str) else prompt[-1]["content"]) if i % G == 0 else None,
+            "completion": text,
+            "rewards": {n: (None if c != c else c) for n, c in zip(names, comps[i])},
+            "reward": float(batch.rewards[i]),
+            "advantage": float(batch.advantages[i][batch.mask[i]].mean()) if batch.mask[i].any() else 0.0,
+            "truncated": bool(batch.truncated[i]),
+        })
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+    first = rows[0]
+    return f"Q: {first['prompt']}\nA: {first['completion']}\n   rewards {first['rewards']}, advantage {first['advantage']:+.2f}"
+
+
+def finish(lm: LMRun, history: list[dict], seconds: float, loop_state: Callable[[], dict]) -> dict:
+    """Checkpoint, save ``model/`` (sharing the checkpoint's weight files), write and print the summary."""
+    cfg, trainer, acc = lm.cfg, lm.trainer, lm.accelerator
+    out = Path(cfg.output_dir)
+    trainer.save_checkpoint(loop_state)
+    trainer.save(out / "model", merged=cfg.save_merged)
+    summary = _summary(lm, history, seconds)
+    if acc.is_main_process:
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+        lm.say(json.dumps(summary))
+        curves = plot_run_if_possible(out, out / "curves.png")
+        if curves:
+            lm.say(f"learning curves: {curves}")
+        lm.say(f"{_peak_memory()}; {seconds / max(1, trainer.step_count):.1f} s a step")
+    trainer.close()  # releases the run folder's lock file: the disk use below is what stays
+    if acc.is_main_process:
+        lm.say(disk_use_line(out))
+    return summary
+
+
+def _summary(lm: LMRun, history: list[dict], seconds: float) -> dict:
+    trainer = lm.trainer
+
+    def mean_of(key: str, part: list[dict]) -> float | None:
+        vals = [h[key] for h in part if key in h]
+        return sum(vals) / len(vals) if vals else None
+
+    k = max(1, min(5, len(history) // 2))
+    keys = ["reward/mean", *(f"reward/{n}" for n in lm.scorer.names)]
+    label = {key: "reward" if key == "reward/mean" else key.split("/", 1)[1] for key in keys}
+    return {
+        "model": lm.cfg.model,
+        "steps": trainer.step_count,
+        "seconds": seconds,
+        "seconds_per_step": seconds / max(1, trainer.step_count),
+        "completion_tokens": trainer.env_steps,
+        "completion_tokens_per_second": trainer.env_steps / seconds,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        **{f"{label[key]}_first_{k}_steps": mean_of(key, history[:k]) for key in keys},
+        **{f"{label[key]}_last_{k}_steps": mean_of(key, history[-k:]) for key in keys},
+        "num_processes": lm.accelerator.num_processes,
+    }

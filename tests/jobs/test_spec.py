@@ -1,0 +1,94 @@
+"""Job specs: one serialisable description of a run, round-tripped through JSON and YAML,
+checked key by key and type by type, each refusal one error naming its source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from grpo_seq.errors import ConfigError
+from grpo_seq.jobs import EnvJob, LMJob, load_spec, save_spec, spec_from_dict, spec_to_dict
+
+
+@pytest.mark.parametrize("spec", [
+    EnvJob(env_id="Acrobot-v1", seed=3, hidden_sizes=[16, 8], obs_scale=[1.0, 2.0, 1.0, 1.0, 3.0, 3.0]),
+    LMJob(model="some/model", dataset="p.jsonl", reward_fns=["m:f", "m:g"], reward_weights=[1.0, 0.5],
+          system_prompt="Answer.\n", epsilon_high=0.28),
+])
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_spec_round_trips_through_json_and_yaml(tmp_path, spec, suffix):
+    path = save_spec(spec, tmp_path / f"spec{suffix}")
+    text = path.read_text()
+    data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    assert data["kind"] == spec.KIND and next(iter(data)) == "kind"  # its kind first, then its fields
+    again = load_spec(path)
+    assert type(again) is type(spec) and again == spec
+    assert spec_to_dict(again) == spec_to_dict(spec)
+
+
+def test_an_env_spec_fills_its_env_familys_defaults_once_built():
+    cartpole, acrobot = EnvJob(env_id="CartPole-v1"), EnvJob(env_id="Acrobot-v1")
+    assert (cartpole.num_generations, cartpole.learning_rate, cartpole.total_env_steps) == (2, 2e-2, 50_000)
+    assert (acrobot.num_generations, acrobot.learning_rate, acrobot.total_env_steps) == (4, 5e-3, 200_000)
+    # a value given wins over the family's, and the filled spec reads back as the same spec
+    assert EnvJob(env_id="Acrobot-v1", num_generations=6).num_generations == 6
+    assert spec_from_dict(spec_to_dict(acrobot)) == acrobot
+
+
+def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
+    spec = spec_from_dict({"kind": "env", "learning_rate": 1, "gamma": 1})
+    assert spec.learning_rate == 1.0 and isinstance(spec.learning_rate, float)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"kind": "env", "lr": 3}, "spec.json: unknown option(s) ['lr']"),
+    ({"kind": "env", "learning_rate": "fast"}, "spec.json: option 'learning_rate' takes float | None, got 'fast'"),
+    ({"kind": "env", "num_generations": 2.5}, "option 'num_generations' takes int | None, got 2.5"),
+    ({"kind": "env", "keep_best": "yes"}, "option 'keep_best' takes bool, got 'yes'"),
+    ({"kind": "env", "hidden_sizes": [64, "wide"]}, "option 'hidden_sizes' takes list[int], got [64, 'wide']"),
+    ({"kind": "lm", "reward_weights": 1}, "option 'reward_weights' takes list[float] | None, got 1"),
+    ({"kind": "game"}, "spec.json: kind 'game' is not a kind of job; one of ['env', 'lm']"),
+    ({"learning_rate": 0.1}, "spec.json: kind None is not a kind of job"),
+    ({"kind": "env", "eval_episodes": 0}, "--eval_episodes: must be >= 1, got 0"),  # the spec's own checks
+])
+def test_a_bad_spec_is_one_error_naming_what_is_wrong(data, message):
+    with pytest.raises(ConfigError) as e:
+        spec_from_dict(data, source="spec.json")
+    assert message in str(e.value)
+
+
+def test_a_spec_of_another_kind_is_refused_by_a_class_that_runs_one_kind():
+    with pytest.raises(ConfigError, match="holds a 'lm' job, and this program runs 'env' jobs"):
+        spec_from_dict({"kind": "lm"}, EnvJob, source="x.yaml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: 1\na: 2\n", "option 'a' is given twice (lines 1 and 2)"),
+    ("- a\n", "expected a mapping of option: value, got a list"),
+    ("a: [\n", "not valid YAML"),
+])
+def test_a_bad_spec_file_names_the_file(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_spec(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_a_number_yaml_reads_as_text_is_still_a_number(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("kind: env\nlearning_rate: 1e-3\n")  # YAML 1.1, as PyYAML reads it: the string '1e-3'
+    assert load_spec(path).learning_rate == 1e-3
+
+
+def test_reading_an_env_spec_loads_no_trainer_and_no_lm_code():
+    import subprocess
+    import sys
+
+    watched = ("accelerate", "transformers", "gymnasium", "grpo_seq.trainer", "grpo_seq.jobs.lm_spec")
+    code = ("import sys; from grpo_seq.jobs import spec_from_dict; spec_from_dict({'kind': 'env'}); "
+            f"print([m for m in {watched!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
