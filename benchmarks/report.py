@@ -310,10 +310,31 @@ def soak() -> tuple[str, list]:
     return text, []
 
 
+def against_tree() -> tuple[str, list]:
+    if not (RESULTS / "against_tree/result.json").exists():
+        return "", []
+    d = load("against_tree/result.json")
+    base = (d.get("base_commit") or "?")[:10]
+    rows = []
+    for name, what, key in (("cartpole", "CartPole-v1, seconds of a whole run (seed 0)", "seconds"),
+                            ("lm", "SmolLM2-135M GSM8K step, seconds (steps 2 on)", "step_seconds")):
+        if name in d:
+            r = d[name]
+            rows.append([what, fmt(r[f"median_{key}_this"]), fmt(r[f"median_{key}_base"]), f"{r['ratio']:.2f}x",
+                         len(r["runs"]["this"]), "yes" if r["same_metrics"] else "no"])
+    text = ("## This tree against the one before a change\n\n"
+            f"The same runs from this tree and from commit `{base}` (the tree before the change), alternating, each in "
+            "its own process; a change to the code's shape may not make anything slower, and where the math did not "
+            "change both trees log the same metrics step by step.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["benchmark", "median, this tree", "median, before", "ratio", "runs each", "same metrics"], rows))
+    return text, []
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
-               sampling_agreement, soak):
+               sampling_agreement, soak, against_tree):
         text, head = fn()
         if text:
             parts.append(text)
