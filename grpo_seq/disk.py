@@ -43,4 +43,9 @@ def disk_use_line(folder: str | Path) -> str:
     total = use.pop("total")
     parts = ", ".join(f"{name} {format_bytes(size)}" for name, size in sorted(use.items(), key=lambda kv: -kv[1])
                       if size >= total / 100)
-    return f"disk: {folder} holds {format_bytes(total)} ({parts}; files shared by hard links counted once)"
+    line = f"disk: {folder} holds {format_bytes(total)} ({parts}; files shared by hard links counted once)"
+    adam = sum(p.stat().st_size for p in Path(folder).glob("checkpoints/*/optimizer.pt"))
+    if adam >= total / 10:
+        line += (f"; {format_bytes(adam)} of it is the optimizer's state, which --save_optimizer false leaves out "
+                 "(an exact resume then starts Adam afresh)")
+    return line

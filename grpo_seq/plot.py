@@ -19,7 +19,9 @@ from .errors import ConfigError, MissingPathError, UsageError
 
 __all__ = ["read_metrics", "panels_for", "plot_runs", "plot_run_if_possible", "X_AXES"]
 
-_TRAINER_REWARDS = {"reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups"}
+# reward/ keys that are the trainer's statistics or counters, not a reward function's mean
+_TRAINER_REWARDS = {"reward/mean", "reward/std", "reward/group_std", "reward/zero_std_groups",
+                    "reward/flat_steps_in_a_row"}
 _SINGLE = [  # (title, key)
     ("evaluation return", "eval/return"),
     ("accuracy (correctness reward)", "reward/correctness_reward"),
@@ -51,8 +53,10 @@ def read_metrics(run: str | Path) -> tuple[str, list[dict]]:
 
 
 def panels_for(all_rows: Sequence[list[dict]]) -> list[tuple[str, list[str]]]:
-    """The panels to draw, ``(title, keys)``, in a fixed order, for the keys any run logged."""
-    keys = {k for rows in all_rows for r in rows for k, v in r.items() if isinstance(v, (int, float))}
+    """The panels to draw, ``(title, keys)``, in a fixed order, for the keys any run logged with
+    a value other than 0 (a KL with beta = 0, a clip fraction with one update per batch: nothing
+    to see)."""
+    keys = {k for rows in all_rows for r in rows for k, v in r.items() if isinstance(v, (int, float)) and v != 0}
     panels = []
     if "reward/mean" in keys:
         per_fn = sorted(k for k in keys if k.startswith("reward/") and k not in _TRAINER_REWARDS)

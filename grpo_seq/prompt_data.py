@@ -154,9 +154,33 @@ def _read_saved(path: Path, split: str, flag: str) -> Rows:
     return _in_memory(ds, f"{path}")
 
 
+def _hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (its host has no address: no network), else None. Asked
+    before loading, so that a machine without a network gets one line at once instead of the hub
+    client's retries; in offline mode (``HF_HUB_OFFLINE``) the cache answers and nothing is asked."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as e:
+        return f"{host}: {e.strerror or e}"
+    return None
+
+
 def _from_hub(dataset: str, split: str, config: str | None, flag: str) -> Any:
     from datasets import load_dataset
 
+    unreachable = _hub_unreachable()
+    if unreachable:
+        raise UsageError(f"{flag}: {dataset} is read from the hub, which cannot be reached ({unreachable}); without "
+                         "a network give a local copy: --dataset path/to/file.jsonl (or .json, .parquet, .csv, a "
+                         "save_to_disk folder)")
     try:
         return load_dataset(dataset, config or None, split=split)
     except (FileNotFoundError, ValueError, ConnectionError) as e:  # unknown id, config or split; offline

@@ -42,6 +42,18 @@ def run_files(folder: str | os.PathLike) -> list[str]:
     return [name for name in RUN_FILES if (folder / name).exists()]
 
 
+# What a run that stopped before its first checkpoint leaves: nothing a new run would lose.
+_STARTED_ONLY = ("config.json", "metrics.jsonl", "completions", "curves.png", "checkpoints")
+
+
+def stopped_before_checkpoint(folder: str | os.PathLike, found: list[str]) -> bool:
+    """Whether the run files ``found`` in ``folder`` are those of a run that ended (a reward
+    function that raised, a bad row) before it wrote a checkpoint or a policy: a rerun may take
+    the folder over, as nothing it holds could be resumed."""
+    checkpoints = Path(folder, "checkpoints")
+    return set(found) <= set(_STARTED_ONLY) and not (checkpoints.is_dir() and any(checkpoints.iterdir()))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -123,9 +135,9 @@ def foreign_run_error(folder: str | os.PathLike, found: list[str]) -> RunDirErro
     )
 
 
-def replace_run(folder: str | os.PathLike, found: list[str]) -> None:
-    """Delete the run files ``found`` in ``folder``, saying which (``--overwrite``)."""
-    print(f"--overwrite: replacing the run in {folder}: {', '.join(found)}", flush=True)
+def replace_run(folder: str | os.PathLike, found: list[str], why: str = "--overwrite: replacing the run in") -> None:
+    """Delete the run files ``found`` in ``folder``, saying which and ``why``."""
+    print(f"{why} {folder}: {', '.join(found)}", flush=True)
     for name in found:
         target = Path(folder, name)
         shutil.rmtree(target) if target.is_dir() else target.unlink()

@@ -32,7 +32,7 @@ from .diagnostics import SignalWatch
 from .errors import ConfigError, NonFiniteError
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
-from .run_dir import RunLock, foreign_run_error, replace_run, run_files
+from .run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, link_folder, save_policy
 from .tracking import tracker_config
@@ -157,6 +157,8 @@ class GRPOTrainer:
             if found and not resuming:
                 if cfg.overwrite:
                     replace_run(self.output_dir, found)
+                elif stopped_before_checkpoint(self.output_dir, found):
+                    replace_run(self.output_dir, found, "replacing a run that stopped before its first checkpoint in")
                 else:
                     self._foreign_run = found
         self._tracking = bool(getattr(self.accelerator, "log_with", None))

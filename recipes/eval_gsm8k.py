@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from grpo_seq.cli import cli_errors, parse_config
+from grpo_seq.cli.programs import working_folder_importable
 from grpo_seq.eval_lm import EvalLMConfig, evaluate
 from reward_fns import (
     GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, REGISTRY, correctness_reward, extract_answer, format_reward, has_answer_line,
@@ -69,7 +70,9 @@ def main(cfg: GSM8KEvalConfig) -> dict:
 
 
 def cli(argv: list[str] | None = None) -> dict:
-    """``main`` from the command line: bad usage ends as one ``error: ...`` line (exit 2)."""
+    """``main`` from the command line: bad usage ends as one ``error: ...`` line (exit 2); reward
+    functions by import path are found in the working folder."""
+    working_folder_importable()
     with cli_errors():
         return main(parse_config(GSM8KEvalConfig, argv))
 

@@ -79,3 +79,12 @@ def test_null_in_yaml_sets_an_optional_field_to_none(tmp_path):
     f.write_text("epsilon_high: null\nreward_weights: [1, 0.5]\n")
     cfg = parse_config(GSM8KConfig, ["--config", str(f)])
     assert cfg.epsilon_high is None and cfg.reward_weights == [1.0, 0.5]
+
+
+def test_a_negated_flag_says_what_it_does(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(EnvJob, ["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--no_keep_best, --no-keep-best The same as --keep_best false." in out
+    assert "(default: False)" not in out.split("--no_keep_best")[1].split("--")[0]
+    assert parse_config(EnvJob, ["--no_keep_best"]).keep_best is False and parse_config(EnvJob, []).keep_best is True

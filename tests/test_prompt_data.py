@@ -58,3 +58,20 @@ def test_conversational_prompts_columns_and_the_question_answer_layout(tmp_path)
         prompt_rows(read_rows([{"prompt": [{"role": "user"}]}]))
     with pytest.raises(UsageError, match="holds no dataset written by save_to_disk"):
         read_rows(str(tmp_path))
+
+
+def test_a_hub_dataset_without_a_network_is_one_line_at_once(monkeypatch):
+    import socket
+
+    from huggingface_hub import constants
+
+    def no_network(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    with pytest.raises(UsageError) as e:
+        read_rows("someone/some-dataset")
+    message = str(e.value)
+    assert "someone/some-dataset is read from the hub, which cannot be reached (huggingface.co: Name or service" in message
+    assert "--dataset path/to/file.jsonl" in message

@@ -1,6 +1,7 @@
 """The trainer's behaviour on CartPole: KL at step 0, pi_old kept for mu > 1, learning, determinism."""
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -328,6 +329,7 @@ def test_a_folder_holding_another_run_is_refused_and_overwrite_replaces_it(tmp_p
 
     first = make_trainer(tmp_path)
     first.step()
+    first.save_checkpoint()
     first.close()
     metrics = (tmp_path / "metrics.jsonl").read_text()
     second = make_trainer(tmp_path, seed=1)
@@ -336,6 +338,18 @@ def test_a_folder_holding_another_run_is_refused_and_overwrite_replaces_it(tmp_p
     assert (tmp_path / "metrics.jsonl").read_text() == metrics  # the first run's files unchanged
     third = make_trainer(tmp_path, seed=1, overwrite=True)
     third.step()
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_a_run_that_stopped_before_its_first_checkpoint_can_be_rerun_into_its_folder(tmp_path, capsys):
+    first = make_trainer(tmp_path)
+    first.step()  # then, say, a reward function raises: config.json and metrics.jsonl, no checkpoint
+    first.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "metrics.jsonl"]
+    again = make_trainer(tmp_path, seed=1)
+    again.step()
+    assert "replacing a run that stopped before its first checkpoint" in capsys.readouterr().out
+    assert json.loads((tmp_path / "config.json").read_text())["seed"] == 1
     assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 1
 
 

@@ -1,4 +1,4 @@
-"""The ``grpo-seq`` command: one subcommand per program, each with ``--help`` and ``--config FILE.yaml``.
+"""The ``grpo-seq`` command: one subcommand per program, each with ``--help`` and ``--config FILE`` (YAML or JSON).
 
     grpo-seq train-lm --model MODEL --dataset prompts.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq train-env --env_id CartPole-v1
@@ -16,7 +16,7 @@ importable, so ``--reward_funcs mypkg.rewards:fn`` finds ``./mypkg/rewards.py``.
 from __future__ import annotations
 
 import argparse
-import os
+import re
 import sys
 from typing import Callable, Sequence
 
@@ -89,6 +89,11 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
 }
 
 
+def plain_text(doc: str) -> str:
+    """A docstring as a terminal shows it: ``:func:`x``` and ````x```` as ``x``."""
+    return re.sub(r":\w+:`([^`]+)`", r"\1", doc).replace("``", "")
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """argparse, with a misuse (no command, an unknown one) as one ``error:`` line, exit 2."""
 
@@ -98,7 +103,8 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = _OneLineParser(prog="grpo-seq", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _OneLineParser(prog="grpo-seq", description=plain_text(__doc__),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     evaluate = sub.add_parser("eval", help="evaluate a language model (eval lm) or an env policy (eval env)")
     eval_sub = evaluate.add_subparsers(dest="target", required=True, metavar="TARGET")
@@ -115,9 +121,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, rest = _parser().parse_known_args(argv)
     name = f"eval {args.target}" if args.command == "eval" else args.command
-    # Reward functions and envs named by import path live beside the user, as with `python -m`.
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
     sys.argv = [f"grpo-seq {name}", *rest]  # the resume command a stopped run prints starts with this
     COMMANDS[name][1](rest)
 

@@ -58,6 +58,7 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(cls)
+    _plain_negations(parser)
     # an unknown or malformed flag: one line, as for every other misuse (not argparse's usage block)
     parser.error = lambda message: exit_with(f"error: {message}; see {parser.prog} --help", 2)  # type: ignore[method-assign]
     parser.add_argument("--config", default=None, metavar="FILE",
@@ -74,6 +75,16 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     except ValueError as e:
         exit_with(f"error: {one_line(e)}", 2)
     return cfg
+
+
+def _plain_negations(parser: argparse.ArgumentParser) -> None:
+    """``--no_x`` (what HfArgumentParser adds for an option on by default) says what it does in
+    --help, instead of repeating ``--x``'s help with "(default: False)"."""
+    for action in parser._actions:
+        negated = next((s for s in action.option_strings if s.startswith("--no_")), None)
+        if negated is not None and isinstance(action, argparse._StoreFalseAction):
+            action.help = f"The same as --{action.dest} false."
+            action.default = argparse.SUPPRESS  # the --x option before it holds the default
 
 
 def _defaults(cls: type) -> list[tuple[dataclasses.Field, Any]]:

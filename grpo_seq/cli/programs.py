@@ -13,6 +13,8 @@ option is listed by ``--help``. What the runs do and write: :mod:`grpo_seq.jobs.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Callable, Mapping, Sequence
 
 from ..jobs.console import Console
@@ -23,7 +25,24 @@ from ..jobs.lm_spec import LMJob
 from .errors import NoteRunDir, cli_errors
 from .parse import parse_config
 
-__all__ = ["train_env", "train_lm"]
+__all__ = ["train_env", "train_lm", "working_folder_importable", "quiet_libraries"]
+
+
+def working_folder_importable() -> None:
+    """Reward functions and envs named by import path live beside the user, as with ``python -m``:
+    put the working folder first on ``sys.path`` (a program owns its process)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def quiet_libraries() -> None:
+    """The libraries' own progress bars (loading weights, converting GGUF tensors, writing shards)
+    say nothing a user acts on; the program says what it loads (a program owns its process)."""
+    from huggingface_hub.utils import disable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    disable_progress_bars()
+    transformers_logging.disable_progress_bar()
 
 
 def train_env(argv: list[str] | None = None) -> dict[str, Any]:
@@ -31,6 +50,7 @@ def train_env(argv: list[str] | None = None) -> dict[str, Any]:
 
     Changes the whole process, as a script's entry point may: seeds the global python, numpy and
     torch RNGs and sets torch's thread count."""
+    working_folder_importable()
     with cli_errors():
         return run_env_job(parse_config(EnvJob, argv), [NoteRunDir(), Console()])
 
@@ -41,6 +61,8 @@ def train_lm(argv: list[str] | None = None, cls: type[LMJob] = LMJob,
     """``grpo-seq train-lm`` (``argv``, default ``sys.argv[1:]``), or a recipe's program: its spec
     class ``cls`` (an :class:`LMJob` with a task's defaults), ``reward_funcs(spec)`` building its
     reward functions, a ``registry`` of short names and the run folder's ``label``."""
+    working_folder_importable()
+    quiet_libraries()
     with cli_errors():
         spec = parse_config(cls, argv)
         fns = reward_funcs(spec) if reward_funcs is not None else None

@@ -26,7 +26,10 @@ __all__ = ["EvalEnvArgs", "RecordArgs", "eval_lm", "eval_env", "record", "plot"]
 def eval_lm(argv: list[str] | None = None) -> dict:
     """``grpo-seq eval lm``: greedy completions scored by reward functions (:mod:`grpo_seq.eval_lm`)."""
     from ..eval_lm import EvalLMConfig, evaluate
+    from .programs import quiet_libraries, working_folder_importable
 
+    working_folder_importable()
+    quiet_libraries()
     with cli_errors():
         return evaluate(parse_config(EvalLMConfig, argv))
 

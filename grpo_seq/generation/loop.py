@@ -10,7 +10,7 @@ have ended.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -206,6 +206,20 @@ def _advance(run: _Run, decoder: nn.Module, t: int) -> None:
     run.position = run.position + 1
 
 
+def _decode(run: _Run, decoder: nn.Module, opts: _Options, generator: torch.Generator | None, min_rows_to_drop: int,
+            on_token: Callable[[int], None] | None) -> None:
+    """Choose a token for every running row, position by position, until all have ended or the limit."""
+    for t in range(opts.max_new_tokens):
+        finished = _choose(run, t, opts, generator)
+        if on_token is not None:
+            on_token(t + 1)
+        if finished or t + 1 == opts.max_new_tokens:
+            break
+        if min_rows_to_drop and run.ended_since_drop >= min_rows_to_drop:
+            _drop_finished(run)
+        _advance(run, decoder, t)
+
+
 @torch.no_grad()
 def sample_tokens(
     model: nn.Module,
@@ -225,6 +239,7 @@ def sample_tokens(
     output_logprobs: bool = False,
     use_cache: bool | None = True,
     num_beams: int | None = 1,
+    on_token: Callable[[int], None] | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``model.generate``'s samples: ``(B * G, P + steps)``, prompt then new tokens.
 
@@ -242,6 +257,7 @@ def sample_tokens(
     forward (the prompt always goes through the forward).
     ``output_logprobs``: also return ``(B * G, steps)`` log-probabilities of the chosen tokens
     under the processed distribution (temperature, top-k, top-p), 0 after EOS.
+    ``on_token(t)``: called after each of the ``t`` new positions is chosen (a progress report).
     ``use_cache`` and ``num_beams`` are accepted for ``generate``'s sake and must keep their
     defaults (:func:`unsupported_reason` sends other values to ``model.generate``).
     """
@@ -253,12 +269,7 @@ def sample_tokens(
     )
     decoder = unwrap_peft(model)
     run = _start(decoder, input_ids, attention_mask, num_return_sequences, opts, fast_step, output_logprobs)
-    for t in range(opts.max_new_tokens):
-        if _choose(run, t, opts, generator) or t + 1 == opts.max_new_tokens:
-            break
-        if min_rows_to_drop and run.ended_since_drop >= min_rows_to_drop:
-            _drop_finished(run)
-        _advance(run, decoder, t)
+    _decode(run, decoder, opts, generator, min_rows_to_drop, on_token)
     sequences = run.sequences[:, : run.P + run.steps]
     if run.logprobs is not None:
         return sequences, run.logprobs[:, : run.steps]

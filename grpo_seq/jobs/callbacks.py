@@ -47,6 +47,9 @@ class JobCallbacks:
     def on_message(self, run: Any, text: str) -> None:
         """A line for the person watching: a warning, an estimate, an evaluation, the summary."""
 
+    def on_status(self, run: Any, text: str) -> None:
+        """What the run is doing now, often updated (sampling, token 120 of 256): a status, not a log line."""
+
     def on_end(self, run: Any, summary: dict[str, Any]) -> None:
         """The run finished and saved; ``summary`` is what it returns."""
 
@@ -82,6 +85,10 @@ class CallbackList(JobCallbacks):
     def on_message(self, run: Any, text: str) -> None:
         for cb in self.callbacks:
             cb.on_message(run, text)
+
+    def on_status(self, run: Any, text: str) -> None:
+        for cb in self.callbacks:
+            cb.on_status(run, text)
 
     def on_end(self, run: Any, summary: dict[str, Any]) -> None:
         for cb in self.callbacks:

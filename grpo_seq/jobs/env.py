@@ -46,6 +46,7 @@ from ..serialization import atomic_write_text
 from ..stopping import GracefulStop, checkpoint_on_error
 from ..tracking import tracker_kwargs
 from ..trainer import GRPOTrainer
+from ..budget import shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir
@@ -125,6 +126,7 @@ class EnvRun:
                  env_fn: Callable[[], Any] | None = None, reward_fn: Any = None,
                  accelerator: Accelerator | None = None):
         self.spec = spec
+        self.quick = shrink(spec)  # GRPO_SEQ_QUICK: a smoke test's budget (the line to say, else None)
         set_seed(spec.seed)  # python, numpy and torch: the policy's initial weights depend on the seed
         self.accelerator = accelerator or Accelerator(cpu=spec.use_cpu, **tracker_kwargs(spec.report_to, spec.output_dir))
         self.label = spec.env_id or "env"
@@ -268,6 +270,8 @@ def run_env_job(spec: EnvJob, callbacks: JobCallbacks | list[JobCallbacks] | Non
         run = EnvRun(spec, **parts)
         run.say = lambda text: cbs.on_message(run, text)
         cbs.on_start(run)
+        if run.quick:
+            run.say(run.quick)
         _train(run, cbs)
         summary = run.finish()
         cbs.on_end(run, summary)

@@ -43,6 +43,7 @@ from ..serialization import atomic_write_text
 from ..stopping import GracefulStop, checkpoint_on_error
 from ..tracking import tracker_kwargs
 from ..trainer import GRPOTrainer
+from ..budget import shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
 from .lm_spec import LMJob
@@ -63,6 +64,7 @@ class LMRun:
     label: str = "lm"
     say: Callable[[str], None] = field(default=lambda text: None, repr=False)  # where the run's lines go
     last_metrics: dict[str, float] = field(default_factory=dict, repr=False)
+    quick: str | None = None  # GRPO_SEQ_QUICK's line, when it shrank the budget
 
     def describe(self) -> str:
         """One line: the model's size, the share trained, the prompts and the rewards."""
@@ -142,7 +144,9 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
           accelerator: Accelerator, peft_config: Any = None, label: str = "lm") -> LMRun:
     """The policy (LoRA from ``peft_config`` or ``--use_peft``), the sampler and the trainer.
 
-    With LoRA the reference is the same model with its adapters disabled."""
+    With LoRA the reference is the same model with its adapters disabled. ``GRPO_SEQ_QUICK``
+    shrinks the spec's budget first (:mod:`grpo_seq.budget`)."""
+    quick = shrink(cfg)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     if peft_config is None and cfg.use_peft:
@@ -157,7 +161,19 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
     )
     trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tokenizer), sampler, accelerator, score_fn=scorer)
-    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label)
+    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick)
+
+
+@dataclass
+class _Starting:
+    """What the callbacks hear of a run before it is built (while the model loads)."""
+
+    accelerator: Accelerator
+    label: str
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.accelerator.is_main_process
 
 
 def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = None,
@@ -174,12 +190,14 @@ def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | N
         spec.output_dir = resolve_run_dir(spec, f"runs/{label}__{dataset_name(spec.dataset)}__{spec.seed}__{int(time.time())}")
         cbs.on_run_dir(Path(spec.output_dir))
         if spec.model is None:
-            raise ConfigError("--model: give a hub id, a local folder or a .gguf file")
+            raise ConfigError("--model: give a hub id, a local folder or a .gguf file (the library has no default "
+                              "model; the recipes have theirs)")
         fns = list(reward_funcs or spec.reward_fns)
         if not fns:
             raise ConfigError("--reward_funcs: give at least one reward function (package.module:function)")
         setup_process(spec)
         accelerator = make_accelerator(spec)
+        cbs.on_message(_Starting(accelerator, label), f"loading the prompts, checking the rewards, loading {spec.model}")
         rows = load_prompts(spec)
         scorer = RewardScorer(fns, spec.reward_weights, registry)
         scorer.check_dataset(rows, source=f"--dataset {spec.dataset}")  # every row and signature, before the model loads
@@ -204,7 +222,12 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
         return {"elapsed": time.perf_counter() - start}
 
     cbs.on_start(lm)
+    sampler = trainer.sampler
+    if hasattr(sampler, "status"):  # the first step can take minutes: say what it is doing
+        sampler.status = lambda text: cbs.on_status(lm, f"step {trainer.step_count + 1}: {text}")
     lm.say(lm.describe())
+    if lm.quick:
+        lm.say(lm.quick)
     first = trainer.step_count
     with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
         while trainer.step_count < cfg.max_steps:

@@ -217,17 +217,19 @@ class CausalLMPolicy(nn.Module):
 
         With ``fast_generation`` (the default) this is :func:`grpo_seq.generation.sample_tokens`
         where it supports the model and options (see ``unsupported_reason``); it always runs
-        each prompt once. Otherwise ``model.generate``: with ``share_prompt``, each prompt but
+        each prompt once; ``on_token(t)`` then hears each new position. Otherwise ``model.generate``: with ``share_prompt``, each prompt but
         its last token is run once and its cache copied to its ``num_return_sequences`` rows:
         the same samples, a G-th of the prompt's cost.
         """
         model = self._generation_model()
         G = num_return_sequences
+        on_token = generation_kwargs.pop("on_token", None)  # progress: reported by our own loop only
         # Checkpointed layers in training mode drop the cache, which the fast loop relies on;
         # a row with an empty prompt has no last token to start from.
         if (self.fast_generation and not (self._checkpointing and model.training)
                 and bool(attention_mask.any(-1).all()) and unsupported_reason(model, generation_kwargs) is None):
-            return sample_tokens(model, input_ids, attention_mask, num_return_sequences=G, **generation_kwargs)
+            return sample_tokens(model, input_ids, attention_mask, num_return_sequences=G, on_token=on_token,
+                                 **generation_kwargs)
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
             cache = output_cache(model(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -90,6 +90,8 @@ class LMGroupSampler:
         self.max_completion_length = max_completion_length
         self.prompt_column = prompt_column
         self.generation_batch_size = generation_batch_size or num_groups
+        # status(text): what sampling is doing now, for a progress display (None: nobody listens)
+        self.status: Callable[[str], None] | None = None
         self.process_index, self.num_processes = process_index, num_processes
         self.max_context_length = max_context_length
         self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
@@ -138,6 +140,13 @@ class LMGroupSampler:
 
     # -- sampling -----------------------------------------------------------------------------
 
+    def _progress(self, completions: int) -> dict[str, Any]:
+        """``on_token`` for the generation loop when someone listens (:attr:`status`)."""
+        if self.status is None:
+            return {}
+        status, most = self.status, self.max_completion_length
+        return {"on_token": lambda t: status(f"sampling {completions} completions: token {t} of at most {most}")}
+
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
         G = self.group_size
@@ -168,9 +177,11 @@ class LMGroupSampler:
                 policy.generate(
                     prompt_ids[sl], prompt_mask[sl], max_new_tokens=self.max_completion_length,
                     num_return_sequences=G, pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.eos_ids, **self.sampling,
+                    eos_token_id=self.eos_ids, **self.sampling, **self._progress(len(rows) * G),
                 )[:, prompt_ids.shape[1]:]
             )
+        if self.status is not None:
+            self.status("scoring and updating")
         width = max(o.shape[1] for o in outs)
         pad_id = self.tokenizer.pad_token_id
         tokens = torch.cat([nn.functional.pad(o, (0, width - o.shape[1]), value=pad_id) for o in outs])

@@ -17,6 +17,7 @@ from torch import nn
 from ..envs.defaults import per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
+from ..budget import cap_env_steps
 from ..jobs.env import EnvRun
 from ..jobs.env_spec import EnvJob
 from ..policies.actor import make_actor
@@ -227,6 +228,7 @@ class GRPO:
         or ``f(locals, globals) -> bool`` (``False`` stops)."""
         if self._trainer is None:
             raise UsageError("GRPO.learn needs an env: pass one to GRPO.load(path, env=...) or call set_env(env)")
+        total_timesteps = cap_env_steps(int(total_timesteps))  # GRPO_SEQ_QUICK: a smoke test's budget
         if reset_num_timesteps:
             self.num_timesteps = 0
             self.ep_info_buffer.clear()
@@ -306,7 +308,8 @@ class GRPO:
         for ours, theirs in (("loss/policy", "loss"), ("policy/entropy", "entropy"), ("policy/clip_fraction",
                              "clip_fraction"), ("perf/lr", "learning_rate"), ("loss/grad_norm", "grad_norm"),
                              ("reward/zero_std_groups", "zero_std_groups")):
-            rec(f"train/{theirs}", float(m[ours]))
+            if m[ours] == m[ours]:  # NaN: no token was scored for it this update (nothing to show)
+                rec(f"train/{theirs}", float(m[ours]))
         rec("train/n_updates", self._trainer.step_count * self.config.mu * self.config.num_minibatches)
         self.logger.dump(self.num_timesteps)
 

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ..errors import UsageError
 from ..eval_lm import score_greedy
+from ..budget import shrink
 from ..jobs.callbacks import JobCallbacks
 from ..jobs.console import Console
 from ..jobs.folder import resolve_run_dir
@@ -75,6 +76,7 @@ class GRPOTrainer:
         self.scorer.check_dataset(self.train_dataset, source="train_dataset")  # before the model loads
         self.model, self.processing_class, name = _load_model(model, processing_class, self.args)
         self.cfg = LMJob(model=name, **self.args.lm_options(len(self.train_dataset)))  # the job spec
+        shrink(self.cfg)  # GRPO_SEQ_QUICK: a smoke test's budget, before the callbacks read max_steps
         short = name.rstrip("/").split("/")[-1]
         self.cfg.output_dir = resolve_run_dir(self.cfg, f"runs/grpo__{short}__{self.cfg.seed}__{int(time.time())}")
         self.args.output_dir = self.cfg.output_dir

@@ -74,6 +74,13 @@ def test_train_lm_then_eval_and_plot(work):
     result = json.loads((work / "eval" / "eval.json").read_text())
     assert result["n"] == 4 and "rewards/sevens" in result
     assert len((work / "eval" / "completions.jsonl").read_text().splitlines()) == 4
+    before = (work / "eval" / "eval.json").read_text()
+    again = ["eval", "lm", "--model", "run/model", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens",
+             "--max_new_tokens", "4", "--output_dir", "eval"]
+    res = grpo_seq(again, work)  # an evaluation already there is kept unless replacing it is asked for
+    assert res.returncode == 2 and "holds an evaluation already" in res.stderr and "--overwrite" in res.stderr
+    assert (work / "eval" / "eval.json").read_text() == before
+    assert grpo_seq([*again, "--overwrite"], work).returncode == 0
 
     (run / "curves.png").write_bytes(b"stale")
     res = grpo_seq(["plot", "run"], work)  # the run's own curves.png is drawn again from its metrics

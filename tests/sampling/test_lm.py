@@ -375,3 +375,17 @@ def test_lora_refuses_reference_resets():
     cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.04, ref_sync_steps=5)
     with pytest.raises(ValueError, match="ref_sync_steps"):
         GRPOTrainer(cfg, CausalLMPolicy(lora, tok), make_sampler(tok), score_fn=reward_sevens)
+
+
+def test_a_listening_sampler_says_what_it_is_doing_token_by_token():
+    model, tok = make_tiny_lm()
+    torch.manual_seed(0)
+    sampler, heard = make_sampler(tok), []
+    quiet = copy.deepcopy(sampler)
+    sampler.status = heard.append
+    batch = sampler.sample(CausalLMPolicy(model, tok))
+    steps = batch.tokens.shape[1]  # positions generated before every row ended or the limit
+    assert heard == [f"sampling 8 completions: token {t} of at most 10" for t in range(1, steps + 1)] + \
+        ["scoring and updating"]
+    torch.manual_seed(0)  # listening changes nothing in the samples
+    assert torch.equal(quiet.sample(CausalLMPolicy(model, tok)).tokens, batch.tokens)

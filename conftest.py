@@ -1,0 +1,92 @@
+"""The examples of README.md and docs/ run as tests, as they are written (Sybil).
+
+Each page's examples run in order in a working folder of their own, made from
+``tests/data/examples/`` with ``recipes/`` linked in, so a command copied from a page finds what it
+names: ``prompts.jsonl`` and ``dev.jsonl`` (a ``prompt`` column of chat messages),
+``gsm8k/train.jsonl`` and ``gsm8k/dev.jsonl`` (GSM8K's layout, ``question`` and an ``answer`` ending in
+``#### <number>``; the first two rows are GSM8K's, MIT) and ``myrewards.py`` (a reward function). Shell blocks (bash) run there and must exit 0; Python blocks run there in one namespace
+per page. A Python block whose first line is a comment naming a file (``# mypkg/rewards.py``) is
+that file: it is written into the working folder for the blocks after it.
+
+Budgets: ``GRPO_SEQ_QUICK=1`` is set, so every training command and class stops after a smoke
+test's budget (:mod:`grpo_seq.budget`); nothing reaches the network (hub access is off).
+
+A block that is not meant to run says so just above itself: ``<!-- skip: next "why" -->``. The
+benchmark report and the experiments page are records generated from benchmarks/results (their
+commands are what made each record, hours long), so they are not collected here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sybil import Sybil
+from sybil.evaluators.python import PythonEvaluator
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
+
+ROOT = Path(__file__).resolve().parent
+FIXTURES = ROOT / "tests" / "data" / "examples"
+# the dequantised SmolLM2 (grpo_seq.models.gguf_cache_dir), made by the first example that loads it
+# (the session's: tests/test_models.py fills it first, and the examples read it)
+MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")
+atexit.register(shutil.rmtree, MODEL_CACHE, ignore_errors=True)
+os.environ["GRPO_SEQ_CACHE_FOR_TESTS"] = MODEL_CACHE
+ENV = {**os.environ, "GRPO_SEQ_QUICK": "1", "GRPO_SEQ_CACHE": MODEL_CACHE, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+       "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+FILE_BLOCK = re.compile(r"#\s*([\w./-]+\.py)\s*")
+
+
+def _setup(namespace: dict) -> None:
+    work = Path(tempfile.mkdtemp(prefix="grpo-seq-example-"))
+    shutil.copytree(FIXTURES, work, dirs_exist_ok=True)
+    (work / "recipes").symlink_to(ROOT / "recipes")
+    namespace["__work__"], namespace["__cwd__"] = work, os.getcwd()
+    namespace["__environ__"] = dict(os.environ)
+    os.environ.update({k: ENV[k] for k in ("GRPO_SEQ_QUICK", "GRPO_SEQ_CACHE", "TQDM_DISABLE", "HF_HUB_OFFLINE",
+                                           "HF_DATASETS_OFFLINE")})
+    os.chdir(work)
+    sys.path.insert(0, str(work))
+
+
+def _teardown(namespace: dict) -> None:
+    os.chdir(namespace["__cwd__"])
+    os.environ.clear()
+    os.environ.update(namespace["__environ__"])
+    sys.path.remove(str(namespace["__work__"]))
+    shutil.rmtree(namespace["__work__"], ignore_errors=True)
+
+
+def _python(example) -> str | None:
+    """A file block is written into the working folder; any other block runs."""
+    lines = example.parsed.strip().splitlines()
+    named = FILE_BLOCK.fullmatch(lines[0]) if lines else None
+    if named:
+        path = example.namespace["__work__"] / named.group(1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(example.parsed)
+        return None
+    return PythonEvaluator()(example)
+
+
+def _bash(example) -> str | None:
+    res = subprocess.run(["bash", "-euo", "pipefail", "-c", example.parsed], cwd=example.namespace["__work__"],
+                         env=ENV, capture_output=True, text=True, timeout=900)
+    if res.returncode != 0:
+        return f"exit status {res.returncode}\n--- stdout\n{res.stdout[-3000:]}\n--- stderr\n{res.stderr[-5000:]}"
+    return None
+
+
+pytest_collect_file = Sybil(
+    parsers=[CodeBlockParser("python", _python), CodeBlockParser("bash", _bash), SkipParser()],
+    patterns=["README.md", "docs/*.md", "docs/guides/*.md"],
+    excludes=["docs/benchmarks.md", "docs/experiments.md", "docs/changelog.md"],
+    setup=_setup,
+    teardown=_teardown,
+).pytest()
