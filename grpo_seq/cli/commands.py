@@ -5,6 +5,7 @@
     grpo-seq run runs/<run>/config.json --output_dir runs/again   # any job spec file, by its kind
     grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq eval env --policy runs/<run>/policy --env_id CartPole-v1
+    grpo-seq launch --num_processes 2 recipes/cartpole.py   # accelerate launch, quiet
     grpo-seq record --policy runs/<run>/policy --out agent.gif
     grpo-seq plot runs/<run> [runs/<other> ...]
 
@@ -65,6 +66,12 @@ def _eval_env(argv: list[str]) -> None:
     eval_env(argv)
 
 
+def _launch(argv: list[str]) -> None:
+    from .launch import launch
+
+    launch(argv)
+
+
 def _record(argv: list[str]) -> None:
     from .tools import record
 
@@ -84,6 +91,7 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "run": ("run a job spec file (a run folder's config.json repeats that run)", _run),
     "eval lm": ("greedy completions of a dataset, scored by reward functions", _eval_lm),
     "eval env": ("greedy episodes of a saved env policy", _eval_env),
+    "launch": ("accelerate launch, quiet: several processes or GPUs, a failure as one line", _launch),
     "record": ("a greedy episode of a saved env policy as a GIF", _record),
     "plot": ("learning curves of run folders", _plot),
 }

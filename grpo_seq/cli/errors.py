@@ -98,6 +98,8 @@ class NoteRunDir(JobCallbacks):
 
 
 def exit_with(line: str, code: int) -> None:
-    """Print ``line`` to stderr and exit with ``code``."""
-    print(line, file=sys.stderr, flush=True)
+    """Print ``line`` to stderr and exit with ``code``. Under a launch of several processes only the
+    first prints: each meets the same bad input (or the same full disk), and says the same line."""
+    if os.environ.get("RANK", "0") == "0":
+        print(line, file=sys.stderr, flush=True)
     raise SystemExit(code)

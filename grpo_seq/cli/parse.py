@@ -70,7 +70,9 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     try:
         # the file's values become the parser's defaults: typed already, and any flag overrides them
         parser.set_defaults(**(spec_file_values(known.config, cls) if known.config else {}))
-        cfg, *_ = parser.parse_args_into_dataclasses(args=argv)
+        cfg, *rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+        if rest[-1]:
+            parser.error(f"unknown option(s) {rest[-1]}")
         _expand_paths(cfg)
     except ValueError as e:
         exit_with(f"error: {one_line(e)}", 2)

@@ -84,3 +84,15 @@ def test_language_model_on_two_processes(tmp_path):
     # Each rank drew its own prompts: 2 steps x 2 prompts x 2 ranks cover all 8 once.
     assert sorted(r0["answers"] + r1["answers"], key=int) == [str(i) for i in range(8)]
     assert r0["kl"] == r1["kl"]
+
+
+def test_grpo_seq_launch_ends_a_bad_option_as_one_line_with_its_status(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    cmd = [sys.executable, "-m", "grpo_seq.cli.commands", "launch", "--num_processes", "2",
+           "--main_process_port", str(free_port()), "recipes/cartpole.py", "--learning_rate", "-1",
+           "--output_dir", str(tmp_path / "run")]
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # both processes refuse the option; the first says so, the launcher adds nothing
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert res.stderr.strip() == "error: GRPOConfig.learning_rate: must be > 0, got -1.0"
+    assert not (tmp_path / "run").exists()
