@@ -1,10 +1,9 @@
 """The examples of README.md and docs/ run as tests, as they are written (Sybil).
 
-Each page's examples run in order in a working folder of their own, made from
-``tests/data/examples/`` with ``recipes/`` linked in, so a command copied from a page finds what it
-names: ``prompts.jsonl`` and ``dev.jsonl`` (a ``prompt`` column of chat messages),
-``gsm8k/train.jsonl`` and ``gsm8k/dev.jsonl`` (GSM8K's layout, ``question`` and an ``answer`` ending in
-``#### <number>``; the first two rows are GSM8K's, MIT) and ``myrewards.py`` (a reward function). Shell blocks (bash) run there and must exit 0; Python blocks run there in one namespace
+Each page's examples run in order in a working folder of their own that stands for the
+repository's root: ``recipes/`` linked in and a copy of ``examples/`` (the small files the examples
+name: prompts, a few GSM8K problems, a reward module; ``examples/README.md``), so a command copied
+from a page runs there as it runs from the root of a checkout. Shell blocks (bash) run there and must exit 0; Python blocks run there in one namespace
 per page. A Python block whose first line is a comment naming a file (``# mypkg/rewards.py``) is
 that file: it is written into the working folder for the blocks after it.
 
@@ -32,7 +31,7 @@ from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parent
-FIXTURES = ROOT / "tests" / "data" / "examples"
+EXAMPLES = ROOT / "examples"
 # the dequantised SmolLM2 (grpo_seq.models.gguf_cache_dir), made by the first example that loads it
 # (the session's: tests/test_models.py fills it first, and the examples read it)
 MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")
@@ -45,7 +44,7 @@ FILE_BLOCK = re.compile(r"#\s*([\w./-]+\.py)\s*")
 
 def _setup(namespace: dict) -> None:
     work = Path(tempfile.mkdtemp(prefix="grpo-seq-example-"))
-    shutil.copytree(FIXTURES, work, dirs_exist_ok=True)
+    shutil.copytree(EXAMPLES, work / "examples")  # a copy: the examples write their runs into it
     (work / "recipes").symlink_to(ROOT / "recipes")
     namespace["__work__"], namespace["__cwd__"] = work, os.getcwd()
     namespace["__environ__"] = dict(os.environ)

@@ -1,7 +1,7 @@
 """``grpo-seq launch``: ``accelerate launch`` for the project's programs, quiet and exact.
 
     grpo-seq launch --num_processes 2 recipes/cartpole.py --seed 3     # 2 processes (gloo on a CPU-only machine)
-    grpo-seq launch --num_processes 8 --mixed_precision bf16 recipes/gsm8k_tiny.py --dataset gsm8k/train.jsonl
+    grpo-seq launch --num_processes 8 --mixed_precision bf16 my_recipe.py        # 8 GPUs, bf16
 
 The options are accelerate launch's own (``grpo-seq launch --help``). What differs:
 - several processes run as ``--multi_gpu``, which on a CPU-only machine starts real processes over

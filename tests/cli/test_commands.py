@@ -114,12 +114,3 @@ def test_every_misuse_is_one_error_line(work, args, message):
     assert res.returncode == 2, res.stderr[-2000:]
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.stderr[-2000:]
-
-
-def test_train_env_and_eval_env(work):
-    res = grpo_seq(["train-env", "--env_id", "CartPole-v1", "--total_env_steps", "600", "--eval_every", "600",
-                    "--eval_episodes", "2", "--output_dir", "cart"], work)
-    assert res.returncode == 0, res.stderr[-3000:]
-    res = grpo_seq(["eval", "env", "--policy", "cart/policy", "--env_id", "CartPole-v1", "--episodes", "2"], work)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert len(json.loads(res.stdout.strip().splitlines()[-1])["returns"]) == 2
