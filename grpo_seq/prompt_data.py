@@ -16,6 +16,7 @@ rows into chat prompts with a gold answer.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,7 +24,7 @@ from typing import Any, Sequence
 from .errors import MissingPathError, UsageError
 
 __all__ = [
-    "Rows", "row_place", "read_json_rows", "read_rows", "prompt_rows", "chat_prompts", "check_prompt", "FILE_FORMATS",
+    "Rows", "row_place", "read_json_rows", "read_utf8", "read_rows", "prompt_rows", "chat_prompts", "check_prompt", "FILE_FORMATS",
 ]
 
 FILE_FORMATS = (".jsonl", ".json", ".parquet", ".csv")
@@ -52,7 +53,7 @@ def read_json_rows(path: str | Path) -> Rows:
     file holding a list of objects. An empty file, a line that is not valid JSON or not an
     object is a :class:`UsageError` naming the file and line."""
     path = Path(path)
-    text = path.read_text()
+    text = read_utf8(path)
     if not text.strip():
         raise UsageError(f"{path}: the file is empty; a dataset needs at least one row (one JSON object a line)")
     if path.suffix == ".json" and text.lstrip().startswith("["):
@@ -77,6 +78,22 @@ def read_json_rows(path: str | Path) -> Rows:
     if not pairs:
         raise UsageError(f"{path}: no rows (a JSON list with no objects)")
     return Rows([item for _, item in pairs], [place for place, _ in pairs])
+
+
+def read_utf8(path: Path) -> str:
+    """The text of ``path``, decoded as UTF-8 whatever the locale (JSON's encoding, and what
+    ``datasets`` writes). A byte that is not UTF-8 (a file saved as Latin-1 or cp1252, a damaged
+    file) is a :class:`UsageError` naming the file, the line, the byte offset and the bytes
+    found, rather than a ``UnicodeDecodeError`` traceback that names none of them."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        found = " ".join(f"0x{b:02x}" for b in data[e.start:e.end])
+        raise UsageError(f"{path} line {line}: not UTF-8: byte {found} at byte offset {e.start} (column {column}, "
+                         f"{e.reason}); save the file as UTF-8 (e.g. iconv -f cp1252 -t utf-8)") from None
 
 
 def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> Rows:
@@ -126,7 +143,7 @@ def _read_parquet(path: Path) -> Rows:
 
 
 def _read_csv(path: Path) -> Rows:
-    with path.open(newline="") as f:
+    with io.StringIO(read_utf8(path), newline="") as f:
         reader = csv.DictReader(f)
         rows, places = [], []
         for row in reader:

@@ -8,22 +8,28 @@ called with keyword arguments only: ``prompts`` and ``completions`` (B each; a c
 str or a list of chat messages), ``completion_ids`` (B lists of token ids, when the sampler
 provides them) and every dataset column (B values each, e.g. ``answer``). It returns one value per
 completion; ``None`` means "does not apply to this sample", which leaves that sample to the other
-functions.
+functions. Each function gets copies of its own: one that edits its arguments changes neither
+what the next function scores nor the batch.
 
 :class:`RewardScorer` is the trainer's ``score_fn``: it runs the functions on a
 :class:`RolloutBatch`, fills ``batch.rewards`` with their weighted sum and logs each function's
 mean. A function that misbehaves raises :class:`RewardFunctionError` naming it, instead of
-silently turning into NaN advantages several steps later.
+silently turning into NaN advantages several steps later; so does one that calls ``sys.exit()``
+or raises ``KeyboardInterrupt`` itself, in its call or at its module's import.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import inspect
 import math
 import numbers
 import os
+import signal
+import threading
+from types import FrameType, TracebackType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -127,25 +133,131 @@ def _split_import_path(spec: str, name: str, registry: Mapping[str, Callable], h
 
 def _import_attribute(spec: str, module_name: str, attr_path: str, hint: str) -> Any:
     """Import ``module_name`` (only it) and follow the dotted ``attr_path`` inside it."""
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
-            raise RewardFunctionError(
-                f"reward function {spec!r}: no module named {module_name!r} in the working folder ({os.getcwd()}) or on "
-                f"sys.path; run from the folder that holds {module_name.split('.')[0]}/ (or {module_name.split('.')[0]}.py), "
-                f"or add that folder to PYTHONPATH; {hint}"
-            ) from e
-        # The module exists but something it imports does not: that is the user's bug to see.
-        raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
-    except Exception as e:
-        raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+    obj: Any = _import_module(spec, module_name, hint)
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise RewardFunctionError(f"reward function {spec!r}: {module_name!r} has no attribute {attr_path!r}; {hint}") from None
     return obj
+
+
+def _import_module(spec: str, module_name: str, hint: str) -> Any:
+    """The module of a reward function, imported; whatever its import raises becomes a
+    :class:`RewardFunctionError` naming the module. That includes ``sys.exit()`` at import (a
+    script's ``argparse`` or ``exit()`` not under ``if __name__ == "__main__":``) and a
+    ``KeyboardInterrupt`` of its own, which would otherwise end the program silently with the
+    exit's status: exit 2, as for any reward function that cannot be loaded. A Ctrl-C pressed
+    during the import still interrupts (:class:`_SigintWatch`)."""
+    with _SigintWatch() as sigint:
+        try:
+            return importlib.import_module(module_name)
+        except SystemExit as e:
+            raise RewardFunctionError(
+                f"reward function {spec!r}: importing {module_name!r} called {_exit_call(e)}"
+                f"{_origin(e.__traceback__, module_level=True)}; a module of reward functions must not exit when "
+                "imported (put script code under if __name__ == '__main__':)") from e
+        except KeyboardInterrupt as e:
+            if sigint.received:
+                raise
+            raise RewardFunctionError(
+                f"reward function {spec!r}: importing {module_name!r} raised KeyboardInterrupt"
+                f"{_origin(e.__traceback__, module_level=True)}, and no Ctrl-C was pressed; a module of reward "
+                "functions must import cleanly (raise an ordinary exception to refuse)") from e
+        except ModuleNotFoundError as e:
+            raise _not_found(e, spec, module_name, hint) from e
+        except Exception as e:
+            raise RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from e
+
+
+def _not_found(e: ModuleNotFoundError, spec: str, module_name: str, hint: str) -> RewardFunctionError:
+    """The error of a module not found: the named one (where to run from), or one it imports."""
+    if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
+        return RewardFunctionError(
+            f"reward function {spec!r}: no module named {module_name!r} in the working folder ({os.getcwd()}) or on "
+            f"sys.path; run from the folder that holds {module_name.split('.')[0]}/ (or {module_name.split('.')[0]}.py), "
+            f"or add that folder to PYTHONPATH; {hint}"
+        )
+    # The module exists but something it imports does not: that is the user's bug to see.
+    return RewardFunctionError(f"reward function {spec!r}: importing {module_name!r} failed: {type(e).__name__}: {e}")
+
+
+class _SigintWatch:
+    """Within ``with _SigintWatch() as w:``, ``w.received`` turns True when a SIGINT (Ctrl-C) arrives.
+
+    A ``KeyboardInterrupt`` that user code raises itself looks like a Ctrl-C; this tells them
+    apart. Python runs a signal's handler in the main thread, so while the block runs every
+    SIGINT passes through :meth:`_handle`, which notes it and then calls the handler that was
+    there (``GracefulStop``'s: the first Ctrl-C asks for a checkpoint after the step, the second
+    raises; or Python's default, which raises). A ``KeyboardInterrupt`` with ``received`` still
+    False was raised by the code, not by a Ctrl-C. Outside the main thread, or where no Python
+    handler raises on SIGINT (ignored, default action), no Ctrl-C can become a
+    ``KeyboardInterrupt`` in the block, so ``received`` stays False as it should."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Callable[[int, FrameType | None], Any] | None = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received = True
+        if self._previous is not None:
+            self._previous(signum, frame)
+
+    def __enter__(self) -> "_SigintWatch":
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            if signal.getsignal(signal.SIGINT) == self._handle:  # unless the block installed its own
+                signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+def _exit_call(e: SystemExit) -> str:
+    """``sys.exit(3)``, ``sys.exit('done')`` or ``sys.exit()``: the call that raised ``e``, as written."""
+    return "sys.exit()" if e.code is None else f"sys.exit({e.code!r:.80})"
+
+
+def _origin(tb: TracebackType | None, module_level: bool = False) -> str:
+    """`` (FILE line N)``: where user code raised, the innermost frame of ``tb`` outside this file
+    and importlib; with ``module_level``, the innermost module body, i.e. the file whose import
+    raised (not the argparse inside it that called ``sys.exit``). '' when no frame qualifies."""
+    place = ""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith("<") and code.co_filename != __file__ \
+                and (not module_level or code.co_name == "<module>"):
+            place = f" ({code.co_filename} line {tb.tb_lineno})"
+        tb = tb.tb_next
+    return place
+
+
+_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+
+
+def _private_copy(value: Any) -> Any:
+    """A copy of one reward function's argument that shares nothing mutable with the batch.
+
+    A function that edits what it is given (appends to ``completions``, rewrites a chat message,
+    clears a column) would otherwise change what every later function scores and what the
+    batch records, and the run would go on with wrong rewards. Lists, tuples and dicts are
+    rebuilt level by level (a list of str is copied shallowly: a str cannot change), anything
+    else is deep-copied."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is list:
+        return list(value) if all(type(v) in _ATOMS for v in value) else [_private_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(_private_copy(v) for v in value)
+    if kind is dict:
+        return {k: _private_copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 def check_call(fn: Callable, name: str, keywords: Sequence[str]) -> None:
@@ -214,6 +326,38 @@ def _unique_names(fns: Sequence[Callable]) -> list[str]:
             name, k = f"{base}_{k}", k + 1
         names.append(name)
     return names
+
+
+def _call(fn: Callable, where: str, kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)``, whatever it raises turned into a :class:`RewardFunctionError` naming ``where``.
+
+    That includes ``sys.exit()`` and a ``KeyboardInterrupt`` raised by the function itself: left
+    alone they end the program with the exit's status (0, 3, 130) and no message, nothing
+    trained. Both are the function misbehaving, like one that raises or returns garbage, so they
+    end the same way: one ``error:`` line and exit status 2, after the checkpoint of the steps
+    done. 2 rather than 1: 1 means the run stopped on its own (NaN gradients, a full disk), 2
+    that something the user gave is wrong, and a reward function is the user's code. A ``KeyboardInterrupt`` caused by a Ctrl-C during the call
+    (the second under ``GracefulStop``, the first without it) passes through unchanged
+    (:class:`_SigintWatch` tells the two apart)."""
+    with _SigintWatch() as sigint:
+        try:
+            return fn(**kwargs)
+        except SystemExit as e:
+            raise RewardFunctionError(
+                f"{where} called {_exit_call(e)}{_origin(e.__traceback__)} while scoring completions; a reward "
+                "function must return scores (raise an exception to stop the run)") from e
+        except KeyboardInterrupt as e:
+            if sigint.received:
+                raise
+            raise RewardFunctionError(
+                f"{where} raised KeyboardInterrupt{_origin(e.__traceback__)} while scoring completions, and no "
+                "Ctrl-C was pressed; a reward function must return scores (raise an ordinary exception to stop "
+                "the run)") from e
+        except Exception as e:
+            raise RewardFunctionError(
+                f"{where} raised {type(e).__name__}: {e} (it was called with keyword arguments "
+                f"{sorted(kwargs)}); fix the function or the data it reads"
+            ) from e
 
 
 class RewardScorer:
@@ -294,7 +438,9 @@ class RewardScorer:
         if clash:
             raise RewardFunctionError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
         kwargs.update(columns)
-        components = [self._run(fn, name, kwargs, b) for fn, name in zip(self.fns, self.names)]
+        # Each function gets arguments of its own: what one edits, the next does not see.
+        components = [self._run(fn, name, {k: _private_copy(v) for k, v in kwargs.items()}, b)
+                      for fn, name in zip(self.fns, self.names)]
         totals = [0.0] * b
         for values, w in zip(components, self.weights):
             for i, v in enumerate(values):
@@ -306,13 +452,7 @@ class RewardScorer:
     def _run(fn: Callable, name: str, kwargs: dict[str, Any], b: int) -> list[float | None]:
         """Call ``fn`` and check its output: B finite numbers or None, not all None."""
         where = f"reward function '{name}'"
-        try:
-            out = fn(**kwargs)
-        except Exception as e:
-            raise RewardFunctionError(
-                f"{where} raised {type(e).__name__}: {e} (it was called with keyword arguments "
-                f"{sorted(kwargs)}); fix the function or the data it reads"
-            ) from e
+        out = _call(fn, where, kwargs)
         if isinstance(out, (torch.Tensor, np.ndarray)):
             if out.ndim != 1:
                 raise RewardFunctionError(

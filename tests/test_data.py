@@ -33,3 +33,16 @@ def test_a_row_without_its_answer_is_named_by_line(tmp_path):
     path.write_text('{"question": "a", "answer": "1"}\n{"question": "b"}\n')
     with pytest.raises(UsageError, match="line 2"):
         chat_prompts(read_json_rows(path), source=str(path))
+
+
+@pytest.mark.parametrize("name", ["d.jsonl", "d.csv"])
+def test_bytes_that_are_not_utf8_are_named_by_line_and_offset(tmp_path, name):
+    from grpo_seq.prompt_data import read_rows
+
+    path = tmp_path / name
+    first = '{"question": "a", "answer": "1"}\n' if name.endswith("jsonl") else "question,answer\n"
+    path.write_bytes(first.encode() + b"\n" + b"na\xefve")
+    with pytest.raises(UsageError) as e:
+        read_rows(str(path))
+    offset = len(first) + 1 + 2
+    assert f"{path} line 3: not UTF-8: byte 0xef at byte offset {offset} (column 3, invalid continuation byte)" in str(e.value)

@@ -377,3 +377,59 @@ def test_scorer_error_chains_original_exception():
         RewardScorer([broken])(make_batch())
     assert isinstance(info.value.__cause__, KeyError)
     assert isinstance(info.value, ValueError)
+
+
+def test_each_function_gets_its_own_copy_of_chat_completions_prompts_and_columns():
+    chat = [[{"role": "assistant", "content": c}] for c in ("a", "bb", "ccc", "dddd")]
+    ids = [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4]]
+    batch = make_batch(completions=chat, completion_ids=ids, columns={"answer": ["1", "2", "3", "4"]})
+
+    def edits(prompts, completions, completion_ids, answer, **kwargs):
+        completions[0][0]["content"] = "EDITED"
+        completions.append([{"role": "assistant", "content": "extra"}])
+        prompts.clear()
+        completion_ids[1].append(99)
+        answer.reverse()
+        return [0.0] * 4
+
+    def sees(prompts, completions, completion_ids, answer, **kwargs):
+        intact = (prompts == ["p0", "p0", "p1", "p1"] and [c[0]["content"] for c in completions] == ["a", "bb", "ccc", "dddd"]
+                  and completion_ids == ids and answer == ["1", "2", "3", "4"])
+        return [1.0 if intact else -1.0] * len(completions)
+
+    batch = RewardScorer([edits, sees])(batch)
+    assert batch.metrics["reward/sees"] == 1.0
+    assert batch.text.completions == [[{"role": "assistant", "content": c}] for c in ("a", "bb", "ccc", "dddd")]
+    assert batch.text.prompts == ["p0", "p0", "p1", "p1"] and batch.text.columns == {"answer": ["1", "2", "3", "4"]}
+    assert batch.text.completion_ids == [[1], [1, 2], [1, 2, 3], [1, 2, 3, 4]]
+
+
+def test_a_function_that_exits_or_raises_keyboard_interrupt_itself_is_named():
+    import sys
+
+    def exits(prompts, completions, **kwargs):
+        sys.exit(3)
+
+    def interrupts(prompts, completions, **kwargs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(RewardFunctionError, match=r"reward function 'exits' called sys.exit\(3\) \(.*test_rewards.py line"):
+        RewardScorer([exits])(make_batch())
+    with pytest.raises(RewardFunctionError, match="reward function 'interrupts' raised KeyboardInterrupt .* and no Ctrl-C"):
+        RewardScorer([interrupts])(make_batch())
+
+
+def test_a_ctrl_c_during_a_function_still_interrupts():
+    import signal
+
+    def pressed(prompts, completions, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # Python's default handler: KeyboardInterrupt, as a terminal's Ctrl-C
+        return [0.0] * len(completions)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            RewardScorer([pressed])(make_batch())
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the watch put it back
+    finally:
+        signal.signal(signal.SIGINT, previous)
