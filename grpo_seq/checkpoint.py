@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .disk import check_free_space
 from .errors import UsageError
 from .serialization import atomic_dir, load_policy_weights, save_policy
 
@@ -43,6 +44,7 @@ __all__ = [
     "CheckpointError", "CHECKPOINTS_DIR", "MANIFEST_NAME", "checkpoint_dir", "list_checkpoints", "resolve_checkpoint",
     "verify_checkpoint", "write_manifest", "write_checkpoint", "load_checkpoint", "rotate_checkpoints", "run_dir_of",
     "run_dir_for", "rng_state", "set_rng_state", "generator_state", "set_generator_state", "read_json", "write_json",
+    "checkpoint_bytes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -174,8 +176,10 @@ def write_checkpoint(
     """Write ``<run_dir>/checkpoints/step_XXXXXXXX/`` atomically, then keep the newest ``keep``
     checkpoints (0: all). ``rng_states`` holds one entry per process (``rng_state_<rank>.json``);
     ``ref_policy`` is saved only when given (a reference that moves), the optimizer state only
-    when not None. Call it on one process."""
+    when not None. Call it on one process. A filesystem without room for the checkpoint's tensors
+    raises ``OSError(ENOSPC)`` before anything is written."""
     target = checkpoint_dir(run_dir, step)
+    check_free_space(target, checkpoint_bytes(policy, optimizer_state, ref_policy), f"checkpoint {target.name}")
     with atomic_dir(target, finish=lambda tmp: write_manifest(tmp, step)) as tmp:
         for rank, rng in enumerate(rng_states):
             write_json(tmp / f"rng_state_{rank}.json", rng)
@@ -189,6 +193,34 @@ def write_checkpoint(
         write_json(tmp / "trainer_state.json", trainer_state)
     rotate_checkpoints(run_dir, keep)
     return target
+
+
+def checkpoint_bytes(policy: nn.Module, optimizer_state: dict[str, Any] | None,
+                     ref_policy: nn.Module | None = None) -> int:
+    """A lower bound of the bytes a checkpoint of these takes: the tensors it saves, each storage
+    once (tied weights are saved once), only the trainable ones of a LoRA policy (its checkpoint
+    holds the adapter alone). Checked against the free space before a checkpoint is started, so
+    a disk too full for it is said before anything is written, never by a half-written file."""
+    def trainable(module: nn.Module) -> list[torch.Tensor]:
+        if getattr(module, "has_adapters", False):
+            return [p for p in module.parameters() if p.requires_grad]
+        return list(module.state_dict().values())
+
+    tensors = trainable(policy) + (list(ref_policy.state_dict().values()) if ref_policy is not None else [])
+    stack = [optimizer_state.get("state", {})] if isinstance(optimizer_state, dict) else []
+    while stack:  # the optimizer's per-parameter state: dicts of tensors and numbers
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            tensors.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    sizes = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            sizes[(t.device, t.data_ptr(), t.dtype, t.shape)] = t.numel() * t.element_size()
+    return sum(sizes.values())
 
 
 def load_checkpoint(

@@ -1,12 +1,20 @@
 """How much disk a run folder takes: hard-linked files (the final model shares the last
-checkpoint's weight files) are counted once, by inode, as ``du`` does."""
+checkpoint's weight files) are counted once, by inode, as ``du`` does. And whether a write can
+succeed before it starts: room on the filesystem (:func:`check_free_space`), the process's
+file-size limit (:func:`file_size_limit`), an output folder that can be created
+(:func:`check_output_dir`)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["disk_use", "format_bytes", "disk_use_line"]
+from .errors import UsageError
+
+__all__ = ["disk_use", "format_bytes", "disk_use_line", "check_free_space", "file_size_limit", "check_output_dir",
+           "nearest_existing"]
 
 
 def disk_use(folder: str | Path) -> dict[str, int]:
@@ -49,3 +57,46 @@ def disk_use_line(folder: str | Path) -> str:
         line += (f"; {format_bytes(adam)} of it is the optimizer's state, which --save_optimizer false leaves out "
                  "(an exact resume then starts Adam afresh)")
     return line
+
+
+def nearest_existing(path: str | os.PathLike) -> Path:
+    """``path`` itself, or its nearest parent that exists: the folder a write there lands in first."""
+    path = Path(path).expanduser().absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_free_space(target: str | os.PathLike, needed: int, what: str) -> None:
+    """Raise ``OSError(ENOSPC)`` naming ``target`` before writing ``what`` (about ``needed`` bytes,
+    a lower bound) when its filesystem has less room: a checkpoint that cannot fit is not started,
+    so nothing is half-written and the error is the one a full disk gives (the resume command)."""
+    free = shutil.disk_usage(nearest_existing(target)).free
+    if needed > free:
+        raise OSError(errno.ENOSPC, f"{what} needs at least {format_bytes(needed)}, {format_bytes(free)} are free",
+                      str(target))
+
+
+def file_size_limit() -> int | None:
+    """This process's limit on the size of a file it writes (``RLIMIT_FSIZE``, ``ulimit -f``), in
+    bytes; None when unlimited or unknown. Python ignores SIGXFSZ, so a write past it fails with EFBIG."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def check_output_dir(path: str | os.PathLike, option: str = "--output_dir") -> None:
+    """Refuse, as a :class:`UsageError` naming ``option`` and the path, an output folder that
+    cannot be made: it (or a parent) is a file, or the folder it would be made in is read-only.
+    Checked before a run writes anything, so a refused run creates nothing."""
+    path = Path(path).expanduser()
+    found = nearest_existing(path)
+    if not found.is_dir():
+        what = "is a file" if found == path.absolute() else f"would be inside {found}, which is a file"
+        raise UsageError(f"{option} {path}: {what}, not a folder; give a folder (new or existing) for the run")
+    if not os.access(found, os.W_OK | os.X_OK):
+        where = "the folder is" if found == path.absolute() else f"{found}, where it would be made, is"
+        raise UsageError(f"{option} {path}: {where} read-only for this user; give a folder you can write to")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -13,11 +17,13 @@ from typing import Callable, Iterator
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from .disk import file_size_limit
 from .errors import MissingPathError, UsageError
 from .policies import CategoricalMLPPolicy
 
 __all__ = [
     "save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_file", "atomic_write_text", "link_folder",
+    "writer_os_error",
 ]
 
 WEIGHTS_NAME = "model.safetensors"
@@ -31,8 +37,11 @@ def atomic_dir(path: str | os.PathLike, finish: Callable[[Path], None] | None = 
     succeeds its files are flushed to disk, ``finish(tmp)`` runs (a checkpoint writes its
     manifest there), and it is renamed over ``path``; when the block raises it is removed and
     ``path`` is untouched. A reader therefore sees the old folder or the complete new one,
-    never a half-written one, whatever moment a kill comes. The only way this package writes
-    a folder (policies, checkpoints)."""
+    never a half-written one, whatever moment a kill comes; and where a folder is replaced, a
+    reader never finds ``path`` missing (:func:`_publish`). The only way this package writes a
+    folder (policies, checkpoints). A full disk or a file over the size limit, however the writer
+    reports it (torch's zip writer, safetensors), leaves as ``OSError`` ENOSPC or EFBIG naming
+    the file or folder (:func:`writer_os_error`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
@@ -47,15 +56,115 @@ def atomic_dir(path: str | os.PathLike, finish: Callable[[Path], None] | None = 
                     os.fsync(fh.fileno())
         if finish is not None:
             finish(tmp)
-    except BaseException:
+    except BaseException as e:
+        as_os = writer_os_error(e, tmp, path)
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if as_os is None or as_os is e:
+            raise
+        raise as_os from e
+    _publish(tmp, path)
+    _fsync_dir(path.parent)  # make the rename itself durable
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Put the folder ``tmp`` at ``path``. An existing ``path`` (the same checkpoint step saved
+    twice, a policy saved again) is swapped with ``tmp`` in one atomic step (renameat2's
+    RENAME_EXCHANGE), so a reader opening ``path`` at any moment finds the old folder or the new,
+    never nothing; the old one, now at ``tmp``, is then removed. Where the exchange is not
+    available (not Linux, a filesystem refusing it) two renames do it, with a moment between them."""
+    if not os.path.lexists(path):
+        os.replace(tmp, path)
+        return
+    if _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     old = path.with_name(f".{path.name}.old-{os.getpid()}")
-    if path.exists():  # e.g. the same checkpoint step saved twice, or a policy saved again
-        os.replace(path, old)
+    os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
-    _fsync_dir(path.parent)  # make the rename itself durable
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> Callable[..., int] | None:
+    """libc's ``renameat2`` (Linux, glibc 2.28 or later), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the entries ``a`` and ``b`` atomically; False (nothing done) where the system or the
+    filesystem cannot, so the caller falls back to renames. Any other failure raises."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+# How writers say "the disk is full" or "the file is over the size limit" without an OSError.
+_NO_SPACE_TEXT = ("no space left", "os error 28")
+_TOO_LARGE_TEXT = ("file too large", "os error 27")
+_TORCH_WRITE_TEXT = ("unexpected pos", "file write failed")  # torch.save's zip writer, whatever the cause
+
+
+def writer_os_error(e: BaseException, tmp: Path, path: Path) -> OSError | None:
+    """The ``OSError`` (ENOSPC or EFBIG) that ``e``, raised while writing ``tmp`` (to become
+    ``path``), stands for; None when it is no such error. torch.save reports a failed write as a
+    ``RuntimeError`` ("unexpected pos", without the cause) and safetensors as a ``SafetensorError``
+    ("os error 28"): recognised here, so a full disk is told as one, with the resume command,
+    rather than as a writer's traceback. The file named is where it will be (under ``path``)."""
+    if isinstance(e, OSError):
+        code = e.errno if e.errno in (errno.ENOSPC, errno.EFBIG) else None
+    elif isinstance(e, Exception):
+        text = str(e).lower()
+        code = errno.EFBIG if any(t in text for t in _TOO_LARGE_TEXT) else \
+            errno.ENOSPC if any(t in text for t in _NO_SPACE_TEXT + _TORCH_WRITE_TEXT) else None
+    else:
+        code = None
+    if code is None:
+        return None
+    oversized = _oversized(tmp)
+    if oversized is not None:  # a file reached the size limit: that, not a full disk, stopped the write
+        code = errno.EFBIG
+    name = _final_name(e.filename if isinstance(e, OSError) else None, tmp, path, oversized)
+    if isinstance(e, OSError) and e.errno == code:
+        e.filename = name
+        return e
+    return OSError(code, os.strerror(code), name)
+
+
+def _oversized(tmp: Path) -> Path | None:
+    """The file under ``tmp`` that reached this process's file-size limit, if any."""
+    limit = file_size_limit()
+    if limit is None:
+        return None
+    for f in [tmp] if tmp.is_file() else sorted(tmp.rglob("*")):
+        if f.is_file() and f.stat().st_size >= limit:
+            return f
+    return None
+
+
+def _final_name(filename: str | None, tmp: Path, path: Path, oversized: Path | None) -> str:
+    """Where the file that failed will be once published: under ``path`` rather than ``tmp``."""
+    name = Path(filename) if filename else oversized or tmp
+    try:
+        return str(path / name.relative_to(tmp))
+    except ValueError:  # not under tmp: already a final name
+        return str(name)
 
 
 def link_folder(source: str | os.PathLike, target: str | os.PathLike, link_suffixes: tuple[str, ...] = (".safetensors",)) -> Path:
@@ -109,9 +218,12 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
+        as_os = writer_os_error(e, tmp, path)
         tmp.unlink(missing_ok=True)
-        raise
+        if as_os is None or as_os is e:
+            raise
+        raise as_os from e
     _fsync_dir(path.parent)
 
 

@@ -1,6 +1,7 @@
 """How the command line ends a program: :func:`cli_errors` is what every entry point runs inside: bad usage ends as one ``error: ...``
-line with exit status 2, a full disk as one line with the resume command, a run stopped by NaN
-as one line with status 1; anything else is a bug and keeps its traceback."""
+line with exit status 2, a full disk (or a file over the process's size limit) as one line with
+the resume command, a run stopped by NaN as one line with status 1; anything else is a bug and
+keeps its traceback."""
 
 from __future__ import annotations
 
@@ -38,24 +39,43 @@ def _mount_point(path: Path) -> Path:
 
 def _no_space_message(e: OSError) -> str:
     """One line: where the disk is full and, when the run folder holds a checkpoint, how to resume."""
-    from ..checkpoint import list_checkpoints
-    from ..stopping import resume_command
-
     where = _run_dir if _run_dir is not None else Path(e.filename) if e.filename else None
     if where is None:
         return "error: no space left on device; free some space and run again"
     msg = f"error: no space left on {_mount_point(where)} (writing to {where})"
+    if e.strerror and e.strerror != os.strerror(errno.ENOSPC):  # the free-space check says what was short
+        msg += f": {e.strerror}"
+    return msg + _way_out("free some space")
+
+
+def _too_large_message(e: OSError) -> str:
+    """One line: the file over this process's size limit (``ulimit -f``), the limit, how to resume."""
+    from ..disk import file_size_limit, format_bytes
+
+    limit = file_size_limit()
+    said = f"{limit} bytes ({format_bytes(limit)})" if limit is not None else "its limit"
+    name = e.filename or (f"a file in {_run_dir}" if _run_dir is not None else "a file")
+    return (f"error: {name}: file too large: this process may write files of at most {said} "
+            f"(RLIMIT_FSIZE, ulimit -f)" + _way_out("raise the limit (ulimit -f unlimited)"))
+
+
+def _way_out(fix: str) -> str:
+    """The end of a disk error's line: the intact checkpoint and the resume command, or run again."""
+    from ..checkpoint import list_checkpoints
+    from ..stopping import resume_command
+
     checkpoints = list_checkpoints(_run_dir) if _run_dir is not None else []
     if checkpoints:
-        return (f"{msg}; the last complete checkpoint, {checkpoints[-1]}, is intact. Free some space, then resume "
-                f"with: {resume_command(_run_dir)}")
-    return f"{msg}; free some space and run again"
+        return (f"; the last complete checkpoint, {checkpoints[-1]}, is intact. {fix[0].upper() + fix[1:]}, then "
+                f"resume with: {resume_command(_run_dir)}")
+    return f"; {fix} and run again"
 
 
 @contextlib.contextmanager
 def cli_errors() -> Iterator[None]:
     """Run an entry point's body: a :class:`UsageError` prints ``error: <message>`` and exits 2;
-    ``OSError(ENOSPC)`` prints "no space left on <mount point>" and the resume command, exit 1;
+    ``OSError(ENOSPC)`` prints "no space left on <mount point>" and the resume command, exit 1
+    (``OSError(EFBIG)``, a file over ``ulimit -f``: the file, the limit and the resume command);
     :class:`NonFiniteError` (raised after the recipe checkpointed the last finite weights)
     prints its message, exit 1. Any other exception propagates with its traceback."""
     note_run_dir(None)
@@ -70,9 +90,11 @@ def cli_errors() -> Iterator[None]:
     except NonFiniteError as e:
         exit_with(f"error: {one_line(e)}", 1)
     except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        exit_with(_no_space_message(e), 1)
+        if e.errno == errno.ENOSPC:
+            exit_with(_no_space_message(e), 1)
+        if e.errno == errno.EFBIG:
+            exit_with(_too_large_message(e), 1)
+        raise
 
 
 def _release_own_lock() -> None:

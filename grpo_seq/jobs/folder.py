@@ -10,11 +10,15 @@ __all__ = ["resolve_run_dir"]
 
 def resolve_run_dir(spec: Any, fresh: str) -> str:
     """The run's folder: ``spec.output_dir``; else, resuming, the folder of the run
-    ``spec.resume_from`` names; else ``fresh``. A ``resume_from`` that does not exist is refused
-    here, before anything is created."""
+    ``spec.resume_from`` names; else ``fresh``. A ``resume_from`` that does not exist, and a
+    folder that cannot be made or written (a file, a read-only folder), are refused here, before
+    anything is created."""
     from ..checkpoint import CheckpointError, run_dir_for
+    from ..disk import check_output_dir
 
     if spec.resume_from and not Path(spec.resume_from).expanduser().exists():
         raise CheckpointError(f"--resume_from {spec.resume_from}: no such checkpoint or run folder (nothing was "
                               "created); give the run folder of an earlier run, or one of its checkpoints/step_*")
-    return spec.output_dir or (str(run_dir_for(spec.resume_from)) if spec.resume_from else fresh)
+    folder = spec.output_dir or (str(run_dir_for(spec.resume_from)) if spec.resume_from else fresh)
+    check_output_dir(folder, "--output_dir" if spec.output_dir or not spec.resume_from else "--resume_from")
+    return folder
