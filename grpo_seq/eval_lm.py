@@ -6,17 +6,24 @@
 The dataset and reward functions are given as to ``grpo-seq train-lm`` (TRL's formats; import
 paths, the working folder importable). Writes ``<output_dir>/eval.json`` (the mean total reward,
 each function's mean over the rows it scored, ``n``) and ``<output_dir>/completions.jsonl`` (each
-prompt, its completion and rewards). A task's program (a recipe) subclasses :class:`EvalLMConfig`
-with its defaults and passes :func:`evaluate` its short reward names and its own measures.
+prompt, its completion and rewards). An evaluation owns its folder as a training run does
+(:mod:`grpo_seq.run_dir`): without ``--output_dir`` each evaluation gets a new one
+(``runs/eval_lm__<unix time>``); a folder that holds an evaluation already is refused unless
+``--overwrite`` (which replaces only ``eval.json`` and ``completions.jsonl``, once the new ones
+are written); the folder is locked while the evaluation runs. A task's program (a recipe)
+subclasses :class:`EvalLMConfig` with its defaults (``EVAL_NAME`` names its default folders) and
+passes :func:`evaluate` its short reward names and its own measures.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import torch
 
@@ -27,9 +34,12 @@ from .generation.prompts import check_prompt_lengths
 from .models import load_model_and_tokenizer
 from .prompt_data import prompt_rows, read_rows, row_place
 from .rewards import RewardScorer
+from .run_dir import RunLock
 from .serialization import atomic_write_text
 
-__all__ = ["EvalLMConfig", "Report", "evaluate", "score_greedy"]
+__all__ = ["EvalLMConfig", "Report", "EVAL_FILES", "evaluate", "eval_folder", "score_greedy"]
+
+EVAL_FILES = ("eval.json", "completions.jsonl")  # what an evaluation writes into its folder
 
 Report = Callable[[Sequence[dict], Sequence[str]], tuple[dict[str, Any], list[dict[str, Any]]]]
 """A task's own measures: ``report(rows, completions) -> (values added to eval.json, one dict of
@@ -38,6 +48,8 @@ fields added to each row's record in completions.jsonl)``."""
 
 @dataclass
 class EvalLMConfig:
+    EVAL_NAME: ClassVar[str] = "eval_lm"  # the default folder is runs/<EVAL_NAME>__<unix time>
+
     model: str | None = field(default=None, metadata={"help": "Hub id, local folder (e.g. a run's model/) or .gguf file."})
     dataset: str | None = field(
         default=None, metadata={"help": "A .jsonl, .json, .parquet or .csv file, a save_to_disk folder, or a hub id."})
@@ -57,7 +69,9 @@ class EvalLMConfig:
     dtype: str = field(default="float32", metadata={"help": "float32 or bfloat16."})
     torch_threads: int = field(default=0, metadata={"help": "torch CPU threads (0: torch's default)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
-    output_dir: str = field(default="runs/eval_lm", metadata={"help": "Where eval.json and completions.jsonl go."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where eval.json and completions.jsonl go (default: a new folder for each evaluation, "
+                "runs/eval_lm__<unix time>)."})
     overwrite: bool = field(
         default=False, metadata={"help": "Replace the evaluation output_dir already holds (without it, refused)."})
 
@@ -103,9 +117,7 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
     for name in ("model", "dataset"):
         if getattr(cfg, name) is None:
             raise ConfigError(f"--{name}: required")
-    if (Path(cfg.output_dir) / "eval.json").exists() and not cfg.overwrite:
-        raise RunDirError(f"--output_dir {cfg.output_dir} holds an evaluation already (eval.json); give another "
-                          "--output_dir, or --overwrite to replace it")
+    out = eval_folder(cfg)
     quick = shrink(cfg, "eval_lm")  # GRPO_SEQ_QUICK: a smoke test's budget
     if quick:
         print(quick, flush=True)
@@ -123,21 +135,65 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.dtype, cfg.trust_remote_code)
     check_prompt_lengths(tokenizer, [r["prompt"] for r in rows], cfg.max_new_tokens,
                          getattr(model.config, "max_position_embeddings", None), lambda i: row_place(rows, i, source))
-    t0 = time.perf_counter()
-    metrics, records = score_greedy(model, tokenizer, rows, scorer, cfg.max_new_tokens, cfg.batch_size, progress=True)
-    if report is not None:
-        measures, added = report(rows, [r["completion"] for r in records])
-        metrics = {**metrics, **measures}
-        records = [{**r, **a} for r, a in zip(records, added)]
-    result = {**metrics, "model": cfg.model, "dataset": cfg.dataset, "max_new_tokens": cfg.max_new_tokens,
-              "seconds": round(time.perf_counter() - t0, 1)}
-    _write_results(Path(cfg.output_dir), result, records)
+    with _claimed(out, cfg.overwrite):
+        t0 = time.perf_counter()
+        metrics, records = score_greedy(model, tokenizer, rows, scorer, cfg.max_new_tokens, cfg.batch_size, progress=True)
+        if report is not None:
+            measures, added = report(rows, [r["completion"] for r in records])
+            metrics = {**metrics, **measures}
+            records = [{**r, **a} for r, a in zip(records, added)]
+        result = {**metrics, "model": cfg.model, "dataset": cfg.dataset, "max_new_tokens": cfg.max_new_tokens,
+                  "seconds": round(time.perf_counter() - t0, 1), "output_dir": str(out)}
+        _write_results(out, result, records)
     return result
+
+
+def eval_folder(cfg: EvalLMConfig) -> Path:
+    """The evaluation's folder, checked before anything is loaded: ``cfg.output_dir``, or (set
+    there) a new ``runs/<EVAL_NAME>__<unix time>`` (``_2``, ``_3``, ... when that one exists).
+    A folder that holds an evaluation already is refused unless ``cfg.overwrite``; so is one that
+    cannot be made or written."""
+    from .disk import check_output_dir
+
+    if not cfg.output_dir:
+        base = Path("runs", f"{cfg.EVAL_NAME}__{int(time.time())}")
+        numbered = (Path(f"{base}_{i}") for i in itertools.count(2))
+        cfg.output_dir = str(next(p for p in itertools.chain([base], numbered) if not p.exists()))
+    out = Path(cfg.output_dir).expanduser()
+    check_output_dir(out)
+    held = _check_no_evaluation(out, cfg.overwrite)
+    if held:
+        print(f"--overwrite: replacing the evaluation in {out}: {', '.join(held)} (once this one is written)", flush=True)
+    return out
+
+
+def _check_no_evaluation(out: Path, overwrite: bool) -> list[str]:
+    """The files of an evaluation ``out`` holds (:data:`EVAL_FILES`); refused unless ``overwrite``."""
+    held = [name for name in EVAL_FILES if (out / name).exists()]
+    if held and not overwrite:
+        raise RunDirError(f"--output_dir {out} holds an evaluation already ({', '.join(held)}); give another "
+                          "--output_dir, or --overwrite to replace it")
+    return held
+
+
+@contextlib.contextmanager
+def _claimed(out: Path, overwrite: bool) -> Iterator[None]:
+    """Hold ``out``'s lock (:class:`grpo_seq.run_dir.RunLock`, as a training run does) while the
+    evaluation generates and writes, checking again under it that no other evaluation wrote there
+    meanwhile. A folder made here and left empty (the evaluation failed) is removed again."""
+    made = not out.exists()
+    lock = RunLock(out).acquire()
+    try:
+        _check_no_evaluation(out, overwrite)
+        yield
+    finally:
+        lock.release()
+        if made and not any(out.iterdir()):
+            out.rmdir()
 
 
 def _write_results(out: Path, result: dict, records: list[dict]) -> None:
     """completions.jsonl, then eval.json (so a complete eval.json means complete completions); eval.json printed."""
-    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "completions.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_text(out / "eval.json", json.dumps(result, indent=2))
     print(json.dumps(result))

@@ -11,6 +11,12 @@ metrics, and a later resume would mix the two. So a run claims its folder
   nothing can be checked, so the message says which file to delete once that run is gone;
 * a folder that already holds a run is refused unless this run resumes it, or the caller asks
   to overwrite it, in which case the message lists what is replaced.
+
+What a run wrote is read from its own record: ``config.json``, the first file every run writes,
+is its spec, and the spec's ``kind`` says which entries that kind of run writes
+(:data:`WRITTEN_BY_KIND`). ``--overwrite`` deletes those and nothing else: a user's ``notes/``
+or ``model/`` beside an env run stays. A folder holding files with a run's names but no
+``config.json`` of a run is refused, with or without ``--overwrite``: nothing says who wrote them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from pathlib import Path
 
 from .errors import RunDirError
 
-__all__ = ["RUN_FILES", "LOCK_NAME", "RunLock", "foreign_run_error", "replace_run", "run_files"]
+__all__ = ["RUN_FILES", "WRITTEN_BY_KIND", "LOCK_NAME", "RunLock", "foreign_run_error", "replace_run", "run_files",
+           "written_by_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +43,38 @@ RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "pol
              "curves.png", "agent.gif", "agent.mp4")
 
 
+# What each kind of run writes at the top of its folder, by its config.json's "kind"
+# (grpo_seq.jobs.env and .lm, which the Stable-Baselines3 and TRL doors run too). A config.json
+# without a kind we know is a GRPOTrainer's own run from Python: config.json, metrics.jsonl,
+# checkpoints and, from GRPOTrainer.save(), policy/.
+WRITTEN_BY_KIND = {
+    "env": ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "policy", "policy_best", "curves.png",
+            "agent.gif", "agent.mp4"),
+    "lm": ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "completions", "model", "curves.png"),
+}
+_TRAINER_WRITES = ("config.json", "metrics.jsonl", "checkpoints", "policy")
+
+
+def written_by_run(folder: str | os.PathLike) -> tuple[str, ...] | None:
+    """The names the run recorded in ``folder/config.json`` writes (its kind's,
+    :data:`WRITTEN_BY_KIND`); None when there is no config.json holding a JSON object (no record)."""
+    try:
+        spec = json.loads(Path(folder, "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(spec, dict):
+        return None
+    kind = spec.get("kind")
+    return WRITTEN_BY_KIND.get(kind, _TRAINER_WRITES) if isinstance(kind, str) else _TRAINER_WRITES
+
+
 def run_files(folder: str | os.PathLike) -> list[str]:
-    """The names in ``folder`` that a run writes (empty when there is no such folder)."""
+    """The names in ``folder`` that the run recorded there wrote (:func:`written_by_run`); without
+    such a record, every name a run may write (:data:`RUN_FILES`): a new run would mix with or
+    replace them. Empty when there is no such folder."""
     folder = Path(folder)
-    return [name for name in RUN_FILES if (folder / name).exists()]
+    names = written_by_run(folder) or RUN_FILES
+    return [name for name in RUN_FILES if name in names and (folder / name).exists()]
 
 
 # What a run that stopped before its first checkpoint leaves: nothing a new run would lose.
@@ -51,6 +86,8 @@ def stopped_before_checkpoint(folder: str | os.PathLike, found: list[str]) -> bo
     function that raised, a bad row) before it wrote a checkpoint or a policy: a rerun may take
     the folder over, as nothing it holds could be resumed."""
     checkpoints = Path(folder, "checkpoints")
+    if written_by_run(folder) is None:  # no run's config.json: not the leftovers of one of ours
+        return False
     return set(found) <= set(_STARTED_ONLY) and not (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
 
@@ -129,15 +166,30 @@ class RunLock:
 
 def foreign_run_error(folder: str | os.PathLike, found: list[str]) -> RunDirError:
     """The error for a run started in a folder that holds another run (``found``: its files)."""
+    if written_by_run(folder) is None:
+        return _unrecorded_error(folder, found)
     return RunDirError(
         f"--output_dir {folder} already holds a run ({', '.join(found)}); resume it with --resume_from {folder}, "
         "replace it with --overwrite, or give this run another --output_dir"
     )
 
 
+def _unrecorded_error(folder: str | os.PathLike, found: list[str]) -> RunDirError:
+    return RunDirError(
+        f"--output_dir {folder} holds {', '.join(found)} but no config.json of a run saying it wrote them, so "
+        "--overwrite does not delete them (nothing was changed); move them away, or give this run another --output_dir"
+    )
+
+
 def replace_run(folder: str | os.PathLike, found: list[str], why: str = "--overwrite: replacing the run in") -> None:
-    """Delete the run files ``found`` in ``folder``, saying which and ``why``."""
-    print(f"{why} {folder}: {', '.join(found)}", flush=True)
-    for name in found:
+    """Delete the entries of ``found`` in ``folder`` that the run recorded there wrote
+    (:func:`written_by_run`; any other file stays), saying which and ``why``. Without such a
+    record nothing is deleted: :class:`RunDirError`."""
+    written = written_by_run(folder)
+    if written is None:
+        raise _unrecorded_error(folder, found)
+    names = [name for name in found if name in written]
+    print(f"{why} {folder}: {', '.join(names)}", flush=True)
+    for name in sorted(names, key=lambda n: n == "config.json"):  # the record last: a stop midway keeps it
         target = Path(folder, name)
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
+        shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -266,7 +267,13 @@ def load_policy(directory: str | os.PathLike) -> nn.Module:
     name = cfg.get("class") if isinstance(cfg, dict) else None
     if name not in _POLICY_CLASSES:
         raise UsageError(f"{cfg_path}: unknown policy class {name!r}; known: {sorted(_POLICY_CLASSES)}")
-    policy = _POLICY_CLASSES[cfg["class"]](**cfg["kwargs"])
+    kwargs = cfg.get("kwargs")
+    if not isinstance(kwargs, dict):
+        raise UsageError(f"{cfg_path}: no \"kwargs\" mapping (the policy's constructor arguments); save the policy again")
+    try:
+        policy = _POLICY_CLASSES[name](**kwargs)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{cfg_path}: its kwargs do not make a {name} ({' '.join(str(e).split())})") from None
     load_policy_weights(policy, directory)
     return policy.eval()
 
@@ -292,6 +299,11 @@ def load_policy_weights(policy: nn.Module, directory: str | os.PathLike) -> None
                              + "; ".join(f"{k} was {a}, is {b} here" for k, (a, b) in diff.items())
                              + " (pass the run's own options, e.g. --obs_scale, when resuming)")
     try:
-        policy.load_state_dict(load_file(str(weights_path)))
+        weights = load_file(str(weights_path))
+    except (SafetensorError, OSError) as e:  # cut short, or not safetensors at all
+        raise UsageError(f"{weights_path}: damaged, cannot be read ({' '.join(str(e).split())}); save the policy "
+                         "again, or use a checkpoint's copy") from None
+    try:
+        policy.load_state_dict(weights)
     except RuntimeError as e:
         raise UsageError(f"{weights_path} does not fit this {type(policy).__name__} (another architecture?): {e}") from None

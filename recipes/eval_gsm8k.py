@@ -9,14 +9,16 @@ GSM8K's measures. Writes ``<output_dir>/eval.json`` (``accuracy``; ``n``; ``form
 of answers with a ``#### <number>`` line; ``clean_format_rate``: share that end with it alone,
 format reward 1; and the general evaluator's ``reward`` and ``rewards/<fn>``) and
 ``<output_dir>/completions.jsonl`` (each problem, the completion, its rewards, the extracted and
-gold answers). ``--model`` takes what recipes/gsm8k_tiny.py does (a hub id, a folder, a .gguf
-file), including the folder it saves.
+gold answers). Without ``--output_dir`` each evaluation gets a new folder,
+``runs/eval_gsm8k__<unix time>``; a folder holding an evaluation is refused unless ``--overwrite``.
+``--model`` takes what recipes/gsm8k_tiny.py does (a hub id, a folder, a .gguf file), including
+the folder it saves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from grpo_seq.cli import cli_errors, parse_config
 from grpo_seq.cli.programs import working_folder_importable
@@ -30,6 +32,8 @@ DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the training recipe's (
 
 @dataclass
 class GSM8KEvalConfig(EvalLMConfig):
+    EVAL_NAME: ClassVar[str] = "eval_gsm8k"  # default folders: runs/eval_gsm8k__<unix time>
+
     model: str = field(default=DEFAULT_MODEL, metadata={"help": "Hub id, local folder (e.g. a saved run's model/) or .gguf file."})
     dataset: str = field(
         default="openai/gsm8k", metadata={"help": "Hub id, or a local .jsonl/.json/.parquet/.csv file or save_to_disk "
@@ -43,7 +47,9 @@ class GSM8KEvalConfig(EvalLMConfig):
     reward_funcs: list[str] = field(
         default_factory=lambda: ["correctness", "format"],
         metadata={"help": "Reward functions: short names (correctness, format) or import paths (mypkg.rewards:my_fn)."})
-    output_dir: str = field(default="runs/eval_gsm8k", metadata={"help": "Where eval.json and completions.jsonl go."})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "Where eval.json and completions.jsonl go (default: a new folder for each evaluation, "
+                "runs/eval_gsm8k__<unix time>)."})
 
 
 def gsm8k_report(rows: Sequence[dict], completions: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -14,7 +14,7 @@ import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import ConfigError, UsageError
 from .errors import cli_errors
@@ -46,14 +46,24 @@ class EvalEnvArgs:
             raise ConfigError(f"--episodes: must be >= 1, got {self.episodes}")
 
 
+def _load_policy_folder(path: str) -> Any:
+    """:func:`grpo_seq.serialization.load_policy` of ``--policy``; a file (a ``GRPO.save`` zip,
+    say) is refused by name first, rather than as a missing ``<file>/policy.json``."""
+    from ..serialization import load_policy
+
+    if Path(path).expanduser().is_file():
+        raise UsageError(f"--policy {path} is a file; give the folder of a saved policy (model.safetensors and "
+                         "policy.json, as a run's policy/); a GRPO.save zip is read with GRPO.load in Python")
+    return load_policy(Path(path).expanduser())
+
+
 def eval_env(argv: list[str] | None = None) -> None:
     """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
     from ..evaluation import PolicyEvaluator
-    from ..serialization import load_policy
 
     with cli_errors():
         args = parse_config(EvalEnvArgs, argv)
-        policy = load_policy(args.policy)
+        policy = _load_policy_folder(args.policy)
         evaluate = PolicyEvaluator(args.env_id, args.episodes)
         obs_dim = evaluate.envs.single_observation_space.shape[0]
         wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
@@ -78,11 +88,10 @@ class RecordArgs:
 def record(argv: list[str] | None = None) -> None:
     """``grpo-seq record --policy DIR``: a greedy episode of a saved policy as a GIF."""
     from ..record import record_episode
-    from ..serialization import load_policy
 
     with cli_errors():
         args = parse_config(RecordArgs, argv)
-        info = record_episode(load_policy(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
+        info = record_episode(_load_policy_folder(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
                               scale=args.scale)
     print(json.dumps(info))
 

@@ -244,7 +244,7 @@ class GRPO:
         state = {"self": self, "total_timesteps": total, "callback": cb, "log_interval": log_interval, "iteration": 0}
         cb.on_training_start(state, globals())
         t0, go_on = time.perf_counter(), True
-        while go_on and self.num_timesteps < total:
+        while go_on and self.num_timesteps < total and not self._run.done:  # done: no step fits what is left
             cb.on_rollout_start()
             metrics, new = self._one_update((self.num_timesteps - start) / max(1, total - start))
             state.update(iteration=state["iteration"] + 1, metrics=metrics)
@@ -353,15 +353,9 @@ class GRPO:
         """A model saved by :meth:`save`; ``env`` to train on (None: predict only, until :meth:`set_env`).
         ``custom_objects={"policy_class": cls}`` rebuilds a policy of your own class; ``kwargs`` set what
         JSON cannot hold (``reward_function=``, a schedule) or override saved options."""
-        tensors, policy_json, meta = saving.read_model_zip(path)
-        name = policy_json.get("class")
-        if name == "CategoricalMLPPolicy":
-            policy = CategoricalMLPPolicy(**policy_json["kwargs"])
-        elif custom_objects and "policy_class" in custom_objects:
-            policy = custom_objects["policy_class"](**policy_json["kwargs"])
-        else:
-            raise UsageError(f"GRPO.load: {path} holds a {name}; pass custom_objects={{'policy_class': {name}}}")
-        policy.load_state_dict(tensors)
+        tensors, policy_json, meta = saving.read_model_zip(path)  # damaged or another format: SavedModelError
+        policy = saving.build_policy(saving.zip_path(path, must_exist=True), tensors, policy_json,
+                                     (custom_objects or {}).get("policy_class"))
         options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
                    "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"], **kwargs}
         with warnings.catch_warnings():

@@ -5,6 +5,11 @@ them) and ``grpo.json`` (the constructor's JSON-able arguments, the env id where
 ``num_timesteps``). As in SB3, a path without a suffix gets ``.zip``; the file is written
 atomically (:func:`grpo_seq.serialization.atomic_file`), so a reader never sees half of it. The
 optimizer's moments are not saved: training after ``load`` starts Adam afresh.
+
+``grpo.json`` names the format, ``"grpo-seq GRPO <version>"``; a file of another format or of a
+newer version is refused, as is a damaged one (cut short, a member missing or unreadable, JSON
+that does not parse) and one whose weights do not fit the policy ``policy.json`` describes: each
+a :class:`SavedModelError`, one line naming the file (and the member).
 """
 
 from __future__ import annotations
@@ -12,17 +17,33 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
-from torch import nn
+from torch import Tensor, nn
 
 from ..errors import MissingPathError, UsageError
+from ..policies.mlp import CategoricalMLPPolicy
 from ..serialization import atomic_file
 
-__all__ = ["zip_path", "write_model_zip", "read_model_zip"]
+__all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy"]
+
+FORMAT_NAME, FORMAT_VERSION = "grpo-seq GRPO", 1
+FORMAT = f"{FORMAT_NAME} {FORMAT_VERSION}"  # grpo.json's "format": what GRPO.save writes, the newest this reads
+MEMBERS = ("model.safetensors", "policy.json", "grpo.json")
+# what GRPO.load reads of grpo.json, and the type it needs (None: any)
+_META_KEYS = {"num_timesteps": int, "seed": None, "group_mode": None, "horizon": None, "max_episode_steps": None,
+              "config": dict}
+
+
+class SavedModelError(UsageError):
+    """A file ``GRPO.load`` cannot use: damaged, of another format or version, or holding weights
+    that do not fit the policy it describes. The message is one line naming the file. A
+    ``ValueError``, as Stable-Baselines3's ``load`` raises for a file that is not its zip."""
 
 
 def zip_path(path: str | os.PathLike, must_exist: bool = False) -> Path:
@@ -49,16 +70,97 @@ def write_model_zip(path: str | os.PathLike, policy: nn.Module, policy_json: dic
 
 
 def read_model_zip(path: str | os.PathLike) -> tuple[dict, dict, dict]:
-    """``(tensors, policy_json, grpo_json)`` of a file written by :func:`write_model_zip`."""
+    """``(tensors, policy_json, grpo_json)`` of a file written by :func:`write_model_zip`, its
+    format checked first (:func:`check_format`); :class:`SavedModelError` for a damaged file."""
     path = zip_path(path, must_exist=True)
     try:
-        with zipfile.ZipFile(path) as z:
-            names = set(z.namelist())
-            missing = {"model.safetensors", "policy.json", "grpo.json"} - names
-            if missing:
-                raise UsageError(f"GRPO.load: {path} lacks {', '.join(sorted(missing))}: not a file written by "
-                                 "GRPO.save (a Stable-Baselines3 zip holds pickled objects, which are not read)")
-            tensors = load_tensors(z.read("model.safetensors"))
-            return tensors, json.loads(z.read("policy.json")), json.loads(z.read("grpo.json"))
-    except zipfile.BadZipFile:
-        raise UsageError(f"GRPO.load: {path} is not a zip file written by GRPO.save") from None
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, EOFError):
+        raise SavedModelError(f"GRPO.load: {path} is not a zip file written by GRPO.save (or is cut short: "
+                              "save it again)") from None
+    with z:
+        missing = [name for name in MEMBERS if name not in set(z.namelist())]
+        if missing:
+            raise SavedModelError(f"GRPO.load: {path} lacks {', '.join(missing)}: not a file written by GRPO.save "
+                                  "(a Stable-Baselines3 zip holds pickled objects, which are not read), or damaged")
+        meta = _member(path, z, "grpo.json", _json_object)
+        check_format(path, meta)
+        policy_json = _member(path, z, "policy.json", _json_object)
+        if not isinstance(policy_json.get("class"), str) or not isinstance(policy_json.get("kwargs"), dict):
+            raise SavedModelError(f"GRPO.load: {path}: policy.json needs a 'class' (a name) and 'kwargs' (an object)")
+        return _member(path, z, "model.safetensors", load_tensors), policy_json, meta
+
+
+def _json_object(data: bytes) -> dict:
+    value = json.loads(data)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object expected, found {type(value).__name__}")
+    return value
+
+
+def _member(path: Path, z: zipfile.ZipFile, name: str, parse: Callable[[bytes], Any]) -> Any:
+    """Member ``name`` of the zip ``z`` read and parsed; a damaged one is a :class:`SavedModelError`."""
+    try:
+        data = z.read(name)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raise SavedModelError(f"GRPO.load: {path}: member {name} is damaged ({_one_line(e)}); the file changed "
+                              "after GRPO.save wrote it: save it again") from None
+    try:
+        return parse(data)
+    except (ValueError, SafetensorError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise SavedModelError(f"GRPO.load: {path}: member {name} cannot be read ({_one_line(e)}); the file "
+                              "changed after GRPO.save wrote it: save it again") from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def check_format(path: str | os.PathLike, meta: dict) -> None:
+    """Refuse a ``grpo.json`` of another format or of a newer version than :data:`FORMAT`, and one
+    without the fields ``GRPO.load`` reads."""
+    fmt = meta.get("format")
+    name, _, version = fmt.rpartition(" ") if isinstance(fmt, str) else ("", "", "")
+    if name != FORMAT_NAME or not version.isdigit():
+        raise SavedModelError(f"GRPO.load: {path} is of format {fmt!r}, not one GRPO.save writes; this grpo-seq "
+                              f"reads {FORMAT!r}")
+    if int(version) > FORMAT_VERSION:
+        raise SavedModelError(f"GRPO.load: {path} is of format {fmt!r}, newer than this grpo-seq reads ({FORMAT!r}): "
+                              "it was saved by a later grpo-seq; upgrade grpo-seq to load it")
+    wrong = [key for key, kind in _META_KEYS.items() if key not in meta or kind and not isinstance(meta[key], kind)]
+    if wrong:
+        raise SavedModelError(f"GRPO.load: {path}: grpo.json lacks {', '.join(wrong)} (or holds the wrong type): "
+                              "damaged, or not written by GRPO.save")
+
+
+def build_policy(path: str | os.PathLike, tensors: dict[str, Tensor], policy_json: dict,
+                 policy_class: type | None = None) -> nn.Module:
+    """The policy ``policy_json`` describes (a :class:`CategoricalMLPPolicy`, else of
+    ``policy_class``) holding ``tensors``; :class:`SavedModelError` when they do not fit it."""
+    name = policy_json["class"]
+    if name == CategoricalMLPPolicy.__name__:
+        try:
+            policy = CategoricalMLPPolicy(**policy_json["kwargs"])
+        except (TypeError, ValueError) as e:
+            raise SavedModelError(f"GRPO.load: {path}: policy.json's kwargs do not make a {name} ({_one_line(e)})") \
+                from None
+    elif policy_class is not None:
+        policy = policy_class(**policy_json["kwargs"])
+    else:
+        raise UsageError(f"GRPO.load: {path} holds a {name}; pass custom_objects={{'policy_class': {name}}}")
+    misfits = _misfits(policy, tensors)
+    if misfits:
+        raise SavedModelError(f"GRPO.load: {path}: the weights in model.safetensors do not fit the {name} policy.json "
+                              f"describes: {misfits}; the members come from different saves, or were changed")
+    policy.load_state_dict(tensors)
+    return policy
+
+
+def _misfits(policy: nn.Module, tensors: dict[str, Tensor]) -> str:
+    """How ``tensors`` differ from ``policy``'s own state, by name and shape ('' when they fit)."""
+    own = policy.state_dict()
+    found = [f"{k} missing" for k in own if k not in tensors]
+    found += [f"{k} is not the policy's" for k in tensors if k not in own]
+    found += [f"{k} is {list(tensors[k].shape)}, the policy's {list(v.shape)}" for k, v in own.items()
+              if k in tensors and tensors[k].shape != v.shape]
+    return "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
