@@ -149,13 +149,19 @@ class GRPOConfig:
         metadata={"help": "A NaN or inf loss or gradient skips that optimizer step (counted in "
                   "loss/nonfinite_steps); this many in a row stop the run (the weights stay the last finite ones)."},
     )
+    divergence_factor: float = field(
+        default=1e3,
+        metadata={"help": "Stop the run when one optimizer step multiplies the weights' global norm by more than this "
+                  "(measured from a root-mean-square weight of at least 0.01): a learning rate orders of magnitude too "
+                  "high. The diverged weights are never saved; the last checkpoint stays as it was. 0 turns the check off."},
+    )
 
     # Options a resumed run may change: they change how the run is saved and logged, or how a
     # step is computed but not what it computes. Any other difference from the checkpoint's
     # config is refused by GRPOTrainer.resume. A recipe's config adds its own (budgets, evaluation).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({
         "output_dir", "resume_from", "overwrite", "report_to", "save_steps", "save_total_limit", "micro_batch_size",
-        "max_nonfinite_steps", "save_optimizer",
+        "max_nonfinite_steps", "save_optimizer", "divergence_factor",
     })
 
     def __post_init__(self) -> None:
@@ -195,6 +201,8 @@ class GRPOConfig:
             self._fail("max_nonfinite_steps", "must be >= 1")
         if self.max_grad_norm < 0:
             self._fail("max_grad_norm", "must be >= 0 (0 disables clipping)")
+        if self.divergence_factor != 0 and not self.divergence_factor > 1:
+            self._fail("divergence_factor", "must be > 1, or 0 to turn the check off")
 
     def _check_update(self) -> None:
         """How a sampled batch is split into optimizer steps and passes."""
@@ -231,7 +239,9 @@ class GRPOConfig:
             self._fail("gamma", "must be in (0, 1]")
 
     def _check_run(self) -> None:
-        """Trackers and checkpoints."""
+        """The seed, trackers and checkpoints."""
+        if not 0 <= self.seed < 2**32:  # numpy's legacy seeding (and so gymnasium's) takes 32 bits
+            self._fail("seed", "must be in [0, 2**32 - 1]")
         if self.report_to:
             from .tracking import tracker_kwargs
 

@@ -1,4 +1,5 @@
-"""Noticing a run that cannot learn: groups whose members all earned the same reward.
+"""Noticing a run that cannot learn (groups whose members all earned the same reward) or that
+has diverged (weights that grew by orders of magnitude in one optimizer step).
 
 GRPO learns only from differences within a group. When every member of a group earns the same
 reward (every episode times out at the same return, every answer is wrong), the group's
@@ -9,13 +10,19 @@ the usual ways out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Iterable
 
 import torch
+from torch import Tensor
 
 from .advantages import all_equal, equal_reward_groups
 
-__all__ = ["SignalWatch", "NO_SIGNAL_FIXES"]
+__all__ = ["SignalWatch", "NO_SIGNAL_FIXES", "weight_norm", "weight_growth", "WEIGHT_RMS_FLOOR"]
+
+# The smallest root-mean-square weight that weight_growth measures growth from.
+WEIGHT_RMS_FLOOR = 1e-2
 
 NO_SIGNAL_FIXES = (
     "a larger group (--num_generations), an exploration bonus that breaks ties between members "
@@ -68,3 +75,31 @@ class SignalWatch:
             )
             return self.message
         return None
+
+
+def weight_norm(tensors: Iterable[Tensor]) -> float:
+    """The global L2 norm of ``tensors``, ``||theta|| = sqrt(sum_i theta_i^2)``, as a Python float.
+
+    Each tensor's norm is taken in its own dtype (one pass, no copy); when that overflows (a weight
+    of 1e20 squares past float32's range) the norms are taken again in float64, so a diverged
+    policy's norm is a number, not inf. Weights that hold inf or NaN give inf or NaN."""
+    tensors = [t.detach() for t in tensors]
+    norms = torch._foreach_norm(tensors)
+    total = float(torch.linalg.vector_norm(torch.stack([n.double().to(norms[0].device) for n in norms])))
+    if math.isfinite(total):
+        return total
+    norms = [torch.linalg.vector_norm(t, dtype=torch.float64).to(tensors[0].device) for t in tensors]
+    return float(torch.linalg.vector_norm(torch.stack(norms)))
+
+
+def weight_growth(norm_before: float, norm_after: float, num_weights: int, rms_floor: float = WEIGHT_RMS_FLOOR) -> float:
+    """How many times larger the weights' global norm is after an optimizer step than before it:
+
+        growth = ||theta_after|| / max(||theta_before||, rms_floor * sqrt(n))
+
+    for ``n`` weights. The floor (a root-mean-square weight of ``rms_floor``, about a default
+    initialisation's) lets a policy that starts at or near zero take its first steps: measured
+    from zero, any step would be an infinite growth. A healthy step changes the norm by a few
+    percent (growth near 1); a learning rate orders of magnitude too high multiplies it by about
+    ``lr / rms(theta)`` in Adam's first step. NaN after the step gives NaN."""
+    return norm_after / max(norm_before, rms_floor * math.sqrt(num_weights))

@@ -10,7 +10,7 @@ still does.
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError", "require"]
+__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError", "DivergedError", "require"]
 
 
 class UsageError(ValueError):
@@ -32,6 +32,11 @@ class RunDirError(UsageError):
 class NonFiniteError(RuntimeError):
     """Training produced NaN or inf several optimizer steps in a row (not a usage error: the
     message names the likely causes, and the weights saved are the last finite ones)."""
+
+
+class DivergedError(NonFiniteError):
+    """The weights grew by orders of magnitude in one optimizer step (finite, but diverged):
+    the run stops as for NaN, and the diverged weights are never saved."""
 
 
 def require(cfg: object, name: str, ok: bool, why: str) -> None:

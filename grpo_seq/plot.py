@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .errors import ConfigError, MissingPathError, UsageError
 
@@ -115,12 +115,28 @@ def plot_runs(runs: Sequence[str | Path], out: str | Path, x: str = "step", smoo
     return [title for title, _ in panels]
 
 
-def plot_run_if_possible(run: str | Path, out: str | Path, x: str = "step", smooth: int = 1) -> Path | None:
-    """What the recipes call at the end: the run's curves, or a hint when matplotlib is missing."""
+def plot_run_if_possible(run: str | Path, out: str | Path, x: str = "step", smooth: int = 1,
+                         warn: Callable[[str], None] | None = None) -> Path | None:
+    """What the recipes call at the end: the run's curves, or a hint when matplotlib is missing.
+
+    A finished run stays finished: when drawing fails (a broken plotting backend, ``MPLBACKEND``
+    naming none, a failed ``savefig``), one ``warning: ...`` line goes to ``warn`` (default: stderr)
+    and None is returned."""
     import importlib.util
+    import sys
 
     if importlib.util.find_spec("matplotlib") is None:
         print("learning curves: pip install matplotlib, then grpo-seq plot", run)
         return None
-    plot_runs([run], out, x=x, smooth=smooth)
+    try:
+        plot_runs([run], out, x=x, smooth=smooth)
+    except Exception as e:  # noqa: BLE001 - the curves are a view of metrics.jsonl, which is saved
+        why = " ".join(f"{type(e).__name__}: {e}".split())
+        line = (f"warning: the learning curves were not drawn ({why}); the run itself is complete, and "
+                f"grpo-seq plot {run} draws them once plotting works")
+        if warn is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            warn(line)
+        return None
     return Path(out)

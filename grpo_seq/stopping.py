@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .errors import DivergedError
+
 __all__ = ["GracefulStop", "resume_command", "checkpoint_on_error"]
 
 
@@ -111,8 +113,10 @@ def checkpoint_on_error(trainer: Any, extra: Callable[[], dict] | None, run_dir:
     try:
         yield
     except Exception as e:
+        # Not on a full disk (another checkpoint cannot be written either), nor after a diverged
+        # update (its weights are never saved: the last checkpoint before it stays the newest).
         if trainer.accelerator.num_processes == 1 and trainer.output_dir is not None and trainer.step_count > start \
-                and not _disk_full(e):  # on a full disk another checkpoint cannot be written either
+                and not _disk_full(e) and not isinstance(e, DivergedError):
             try:
                 path = trainer.save_checkpoint(extra)
             except Exception as failed:  # the original error is the one to report
@@ -125,4 +129,7 @@ def checkpoint_on_error(trainer: Any, extra: Callable[[], dict] | None, run_dir:
 
 
 def _disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno == errno.ENOSPC
+    """A full disk, or a file over the process's size limit: another checkpoint would fail the
+    same way (and could only leave less room), so none is tried. Writers' own errors for these
+    (torch.save's, safetensors') reach here already as OSError (serialization.writer_os_error)."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG)

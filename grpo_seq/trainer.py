@@ -28,8 +28,9 @@ from . import checkpoint as ckpt
 from .advantages import compute_advantages, equal_reward_groups
 from .batch import RolloutBatch
 from .config import GRPOConfig
-from .diagnostics import SignalWatch
-from .errors import ConfigError, NonFiniteError
+from .diagnostics import SignalWatch, weight_growth, weight_norm
+from .errors import ConfigError, DivergedError, NonFiniteError
+from .launch_record import launch_record
 from .metrics import JsonlLogger
 from .objective import aggregate, grpo_loss
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
@@ -62,6 +63,12 @@ class UpdateStats:
     tokens: float | Tensor = 0.0
     losses: list[Tensor] = field(default_factory=list)
     grad_norms: list[Tensor] = field(default_factory=list)
+
+
+# A policy exploring at least this much (nats per token) that falls below COLLAPSED_ENTROPY in one
+# step has collapsed (GRPOTrainer._check_collapse).
+EXPLORING_ENTROPY = 0.1
+COLLAPSED_ENTROPY = 1e-6
 
 
 class GRPOTrainer:
@@ -120,6 +127,9 @@ class GRPOTrainer:
         self.step_count = 0
         self.env_steps = 0
         self._nonfinite_in_a_row = self._nonfinite_this_step = 0
+        self._num_weights = sum(p.numel() for p in self._params)
+        self._start_norm: float | None = None  # the weights' norm before this process's first update
+        self.diverged_at: int | None = None  # the step whose update diverged (DivergedError): nothing is saved after it
         self._checkpointed_step: int | None = None  # the step of the checkpoint this process wrote last
         self.last_batch: RolloutBatch | None = None
         self.signal = SignalWatch()  # says so, once, when most groups carry no signal for a while
@@ -175,7 +185,8 @@ class GRPOTrainer:
             self._lock.release()
             raise foreign_run_error(self.output_dir, self._foreign_run)
         # the run's spec: fed back with --config (or grpo-seq run), it repeats the run
-        atomic_write_text(self.output_dir / "config.json", json.dumps(self.config.to_dict(), indent=2))
+        atomic_write_text(self.output_dir / "config.json", json.dumps({**self.config.to_dict(), **launch_record(self.accelerator)},
+                                                                     indent=2))
         self.logger = JsonlLogger(self.output_dir / "metrics.jsonl")
 
     @property
@@ -204,6 +215,7 @@ class GRPOTrainer:
         self.last_batch = batch
         lr = self._set_lr(progress)
         stats = self._update(batch, live)
+        self._check_collapse(batch, live, stats)
         self.step_count += 1
         self._maybe_sync_reference()
         metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
@@ -397,11 +409,75 @@ class GRPOTrainer:
                 grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), max_norm)
             optimizer = self.optimizer
         finite = self.accelerator.scaler is not None or bool(torch.isfinite(grad_norm))
+        watch = finite and self.config.divergence_factor > 0
+        norm_before = weight_norm(self._params) if watch else 0.0
         if finite:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         self._count_nonfinite(finite)
+        if watch:
+            self._check_divergence(norm_before)
         return grad_norm
+
+    def _check_divergence(self, norm_before: float) -> None:
+        """Raise :class:`DivergedError` when the optimizer step just taken multiplied the weights'
+        global norm by more than ``divergence_factor`` (:func:`grpo_seq.diagnostics.weight_growth`).
+        The trainer then refuses to save: the diverged weights never reach a checkpoint or a policy
+        folder. The norm is global and the weights equal on every process, so all stop together."""
+        norm_after = weight_norm(self._params)
+        if self._start_norm is None:
+            self._start_norm = norm_before
+        growth = weight_growth(norm_before, norm_after, self._num_weights)
+        # A rate too high for one step to show (each step adds about lr per weight) piles up: measured
+        # from the start as well, the same factor catches it some steps later.
+        since_start = weight_growth(self._start_norm, norm_after, self._num_weights)
+        factor = self.config.divergence_factor
+        if growth <= factor and since_start <= factor:  # NaN fails the tests: diverged too
+            return
+        self.diverged_at = self.step_count + 1
+        how = (f"in one optimizer step ({norm_before:.3g} -> {norm_after:.3g})" if not growth <= factor else
+               f"since this run's first update here ({self._start_norm:.3g} -> {norm_after:.3g})")
+        grew = growth if not growth <= factor else since_start
+        raise DivergedError(self._divergence_message(f"the weights' norm grew {grew:.3g}-fold {how}"))
+
+    @torch.no_grad()
+    def _check_collapse(self, batch: RolloutBatch, live: Tensor, stats: UpdateStats) -> None:
+        """Raise :class:`DivergedError` when one step turned a policy that still explored into a
+        deterministic one: its mean entropy over the tokens just trained fell below
+        ``COLLAPSED_ENTROPY`` nats from at least ``EXPLORING_ENTROPY``. Healthy learning lowers the
+        entropy over many steps; a learning rate far too high does it in one, and the run would
+        then go on with every group's members alike (nothing left to learn from). Checked for
+        policies small enough that the extra forward pass costs nothing (not language models)."""
+        if self.config.divergence_factor == 0 or hasattr(self.policy, "save_to") or not stats.tokens:
+            return
+        before = float(stats.token_sums["entropy"] / stats.tokens)
+        if before < EXPLORING_ENTROPY:
+            return
+        rows = torch.arange(batch.batch_size, device=batch.tokens.device)[live][: self.config.num_generations]
+        sub = batch.select(rows)
+        self.model.eval()
+        entropy_t = self.policy(sub, with_entropy=True)[1]
+        after = float(aggregate(entropy_t.float(), sub.mask, "bnpo"))
+        if after < COLLAPSED_ENTROPY:
+            self.diverged_at = self.step_count + 1
+            raise DivergedError(self._divergence_message(
+                f"the policy collapsed to determinism in one step (its entropy fell from {before:.3g} to {after:.2g} "
+                "nats per token)"))
+
+    def _divergence_message(self, what: str) -> str:
+        """The cause (the learning rate first), what was kept, and the ways out."""
+        cfg = self.config
+        if self.output_dir is None:
+            kept = "the trainer saves nothing after it"
+        else:
+            found = ckpt.list_checkpoints(self.output_dir)
+            kept = f"the last sane checkpoint is {found[-1]}" if found else "no checkpoint was written before it"
+        return (
+            f"the run diverged at step {self.diverged_at}: {what} (--divergence_factor {cfg.divergence_factor:g}); the "
+            f"diverged weights were not saved, and {kept}. Likely cause: a learning rate too high for this model; "
+            f"lower --learning_rate (now {cfg.learning_rate:g}) and start a new run (another --output_dir, or "
+            "--overwrite), or give --divergence_factor 0 to train on regardless"
+        )
 
     def _count_nonfinite(self, finite: bool) -> None:
         """Count a skipped step; ``max_nonfinite_steps`` of them in a row raise :class:`NonFiniteError`."""
@@ -450,7 +526,11 @@ class GRPOTrainer:
         return directory
 
     def _check_finite_weights(self, target: Path) -> None:
-        """Weights holding NaN or inf are never saved: :class:`NonFiniteError` instead."""
+        """Weights holding NaN or inf are never saved: :class:`NonFiniteError` instead; nor are
+        diverged ones (:meth:`_check_divergence`): :class:`DivergedError`."""
+        if self.diverged_at is not None:
+            raise DivergedError(f"not saving {target}: the policy's weights diverged at step {self.diverged_at}; "
+                                "the last checkpoint before it holds the last sane ones")
         bad = [name for name, p in self.policy.named_parameters() if not bool(torch.isfinite(p).all())]
         if bad:
             raise NonFiniteError(f"not saving {target}: the policy's weights hold NaN or inf ({', '.join(bad[:3])}"

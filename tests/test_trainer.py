@@ -420,3 +420,51 @@ def test_ent_coef_is_refused_for_a_policy_without_a_differentiable_entropy():
         GRPOTrainer(cfg, NoEntropyGrad(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
     with pytest.raises(ValueError, match="ent_coef: must be >= 0"):
         GRPOConfig(ent_coef=-0.1)
+
+
+def test_weight_growth_is_the_norm_ratio_measured_from_a_floor():
+    from grpo_seq.diagnostics import weight_growth, weight_norm
+
+    assert weight_norm([torch.ones(3, 4), torch.full((4,), 2.0)]) == pytest.approx(math.sqrt(12 + 16))
+    # 1e30 squares past float32's range: the norm is taken again in float64, a number, not inf
+    assert weight_norm([torch.ones(3), torch.full((2,), 1e30)]) == pytest.approx(math.sqrt(2) * 1e30)
+    assert math.isinf(weight_norm([torch.tensor([1.0, float("inf")])]))
+    assert weight_growth(10.0, 11.0, 100) == pytest.approx(1.1)
+    # from zero, or near it, the growth is measured from an rms weight of 0.01: 0.01 * sqrt(100) = 0.1
+    assert weight_growth(0.0, 1.0, 100) == pytest.approx(10.0) and weight_growth(1e-6, 1.0, 100) == pytest.approx(10.0)
+    assert math.isnan(weight_growth(1.0, float("nan"), 100))
+
+
+def test_a_diverging_update_stops_the_run_and_nothing_is_saved_after_it(tmp_path):
+    from grpo_seq.errors import DivergedError, NonFiniteError
+
+    trainer = make_trainer(tmp_path, learning_rate=1e30, advantage="outcome")
+    with pytest.raises(DivergedError, match=r"diverged at step 1: the weights' norm grew .*-fold in one optimizer step"
+                                            r".*lower --learning_rate \(now 1e\+30\)") as caught:
+        trainer.step()
+    assert isinstance(caught.value, NonFiniteError)  # the command line's exit 1, as for NaN
+    assert trainer.diverged_at == 1
+    with pytest.raises(DivergedError, match="not saving .*policy: the policy's weights diverged at step 1"):
+        trainer.save()
+    with pytest.raises(DivergedError, match="diverged at step 1"):
+        trainer.save_checkpoint()
+    assert not (tmp_path / "policy").exists() and not (tmp_path / "checkpoints").exists()
+
+
+def test_a_policy_starting_at_zero_is_not_called_diverged():
+    # Measured from zero, any first step would be an infinite growth: the floor lets it move.
+    trainer = make_trainer(learning_rate=0.1, advantage="outcome")
+    with torch.no_grad():
+        for p in trainer.policy.parameters():
+            p.zero_()
+    for _ in range(3):
+        trainer.step()
+    assert trainer.diverged_at is None and any(bool(p.abs().sum() > 0) for p in trainer.policy.parameters())
+
+
+def test_divergence_factor_is_checked_and_0_turns_the_check_off():
+    with pytest.raises(ValueError, match="divergence_factor: must be > 1, or 0 to turn the check off"):
+        GRPOConfig(divergence_factor=1.0)
+    trainer = make_trainer(learning_rate=1e30, divergence_factor=0)
+    trainer.step()
+    assert trainer.diverged_at is None

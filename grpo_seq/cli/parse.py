@@ -13,6 +13,7 @@ from typing import Any, Sequence, TypeVar
 
 from transformers import HfArgumentParser
 
+from ..launch_record import LAUNCH_KEY
 from ..errors import ConfigError
 from ..jobs.spec import coerce_values, read_mapping
 from .errors import one_line, exit_with
@@ -41,6 +42,7 @@ def spec_file_values(path: str | Path, cls: type) -> dict[str, Any]:
     source = f"--config {Path(path).expanduser()}"
     data = read_mapping(path, source)
     kind, own = data.pop("kind", None), getattr(cls, "KIND", None)
+    data.pop(LAUNCH_KEY, None)  # how a launcher ran the run the file comes from: not an option
     if kind is not None and own is not None and kind != own:
         raise ConfigError(f"{source}: holds a {kind!r} job; this program runs {own!r} jobs")
     if kind is not None and own is None:

@@ -11,11 +11,13 @@ Each ends a misuse as one ``error: ...`` line with exit status 2 (:func:`grpo_se
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..disk import nearest_existing
 from ..errors import ConfigError, UsageError
 from .errors import cli_errors
 from .parse import parse_config
@@ -42,8 +44,19 @@ class EvalEnvArgs:
     seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
 
     def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ConfigError(f"--episodes: must be >= 1, got {self.episodes}")
+        if not 1 <= self.episodes <= MAX_EPISODES:
+            raise ConfigError(f"--episodes: must be in [1, {MAX_EPISODES:,}], got {self.episodes}")
+        check_seed(self.seed)
+
+
+# An evaluation keeps every episode's return (and its env) in memory at once.
+MAX_EPISODES = 100_000
+
+
+def check_seed(seed: int) -> None:
+    """gymnasium seeds through numpy, which takes 32 bits; refuse others by name."""
+    if not 0 <= seed < 2**32:
+        raise ConfigError(f"--seed: must be in [0, 2**32 - 1], got {seed}")
 
 
 def _load_policy_folder(path: str) -> Any:
@@ -83,6 +96,17 @@ class RecordArgs:
     seed: int = field(default=0, metadata={"help": "Reset seed of the episode."})
     fps: int = field(default=50, metadata={"help": "Frames per second."})
     scale: float = field(default=0.5, metadata={"help": "Frame size relative to the renderer's."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace --out when it exists already."})
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
+        if self.fps < 1:
+            raise ConfigError(f"--fps: must be >= 1, got {self.fps}")
+        if not 0 < self.scale <= 8:
+            raise ConfigError(f"--scale: must be in (0, 8], got {self.scale}")
+        out = Path(self.out).expanduser()
+        if out.exists() and not self.overwrite:
+            raise UsageError(f"--out {self.out} exists; give another --out, or --overwrite to replace it")
 
 
 def record(argv: list[str] | None = None) -> None:
@@ -91,8 +115,16 @@ def record(argv: list[str] | None = None) -> None:
 
     with cli_errors():
         args = parse_config(RecordArgs, argv)
-        info = record_episode(_load_policy_folder(args.policy), args.env_id, args.out, seed=args.seed, fps=args.fps,
-                              scale=args.scale)
+        policy = _load_policy_folder(args.policy)
+        folder = nearest_existing(Path(args.out).expanduser().parent)
+        if not folder.is_dir():
+            raise UsageError(f"--out {args.out}: would be inside {folder}, which is a file, not a folder")
+        try:
+            info = record_episode(policy, args.env_id, args.out, seed=args.seed, fps=args.fps, scale=args.scale)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EFBIG):
+                raise  # the full-disk line
+            raise UsageError(f"--out {args.out}: cannot be written ({e.strerror or e})") from None
     print(json.dumps(info))
 
 

@@ -35,7 +35,7 @@ from accelerate.utils import set_seed
 from torch import nn
 
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
-from ..errors import ConfigError
+from ..errors import ConfigError, require
 from ..evaluation import PolicyEvaluator, eval_stream_seed
 from ..plot import plot_run_if_possible
 from ..policies.mlp import CategoricalMLPPolicy
@@ -83,6 +83,14 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
                           "dimensions (give one divisor per dimension)")
     return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes), obs_scale=scale,
                                 orthogonal_init=spec.orthogonal_init, obs_shift=shift)
+
+
+def check_budget(spec: EnvJob, episodes: int) -> None:
+    """Refuse a budget smaller than one step: a step plays ``episodes`` episodes of at least one env
+    step each, and a run never takes more env steps than its budget."""
+    require(spec, "total_env_steps", spec.total_env_steps >= episodes,
+            f"must hold at least one step, which plays {episodes} episodes of at least one env step each "
+            "(num_groups x num_generations, times the processes)")
 
 
 def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None,
@@ -138,6 +146,7 @@ class EnvRun:
             spec.solved_return = solved_threshold(spec)
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
         sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
+        check_budget(spec, getattr(sampler, "num_envs", 1) * self.accelerator.num_processes)
         self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
@@ -161,8 +170,17 @@ class EnvRun:
     @property
     def done(self) -> bool:
         spec, state = self.spec, self.state
-        return self.trainer.env_steps >= spec.total_env_steps or bool(
+        return self.budget_left < self.episodes_per_step or bool(
             spec.stop_after_solved and state.solved_at and state.evals_after_solved >= spec.stop_after_solved)
+
+    @property
+    def budget_left(self) -> int:
+        return self.spec.total_env_steps - self.trainer.env_steps
+
+    @property
+    def episodes_per_step(self) -> int:
+        """Episodes one step plays over all processes: the least env steps a step can take."""
+        return getattr(self.trainer.sampler, "num_envs", 1) * self.accelerator.num_processes
 
     def loop_state(self) -> dict[str, Any]:
         """The loop's state as saved in a checkpoint."""
@@ -183,9 +201,11 @@ class EnvRun:
         the budget done), then an evaluation when one is due. Returns the step's metrics and the
         evaluation's result (None when none ran)."""
         spec, trainer = self.spec, self.trainer
+        if hasattr(trainer.sampler, "step_budget"):  # each process its share of what is left
+            trainer.sampler.step_budget = self.budget_left // self.accelerator.num_processes
         m = trainer.step(progress=trainer.env_steps / spec.total_env_steps if progress is None else progress)
         self.last_metrics = m
-        due = trainer.env_steps >= self.state.next_eval or trainer.env_steps >= spec.total_env_steps
+        due = trainer.env_steps >= self.state.next_eval or self.done
         return m, self._evaluate() if self.evaluate is not None and due else None
 
     def _evaluate(self) -> dict[str, Any]:
@@ -224,7 +244,7 @@ class EnvRun:
         if self.is_main_process:
             atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
             self.say(json.dumps(summary))
-            curves = plot_run_if_possible(out, out / "curves.png", x="env_steps")
+            curves = plot_run_if_possible(out, out / "curves.png", x="env_steps", warn=self.say)
             if curves:
                 self.say(f"learning curves: {curves}")
         trainer.close()
@@ -244,7 +264,7 @@ class EnvRun:
             "final_eval_return": state.last_eval,
             "best_eval_return": best["return"] if best else None,
             "best_eval_env_steps": best["env_steps"] if best else None,
-            "best_policy": str(Path(spec.output_dir, "policy_best")) if best and spec.keep_best and spec.output_dir else None,
+            "best_policy": self._best_policy_dir(),
             "no_signal": trainer.signal.message,  # the no-learning-signal warning, if the run ever gave it
             "env_steps": trainer.env_steps,
             "iterations": trainer.step_count,
@@ -254,6 +274,15 @@ class EnvRun:
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # this process's peak
             "record": video,
         }
+
+    def _best_policy_dir(self) -> str | None:
+        """This run folder's ``policy_best/`` when it holds one: a fork of another run's checkpoint
+        (``--resume_from A --output_dir B``) that never beat A's best evaluation saved none, and
+        gets None rather than a path that does not exist."""
+        spec = self.spec
+        folder = Path(spec.output_dir, "policy_best") if spec.output_dir else None
+        found = self.state.best and spec.keep_best and folder is not None and folder.is_dir()
+        return str(folder) if found else None
 
 
 def run_env_job(spec: EnvJob, callbacks: JobCallbacks | list[JobCallbacks] | None = None, **parts: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import ClassVar
 from ..config import GRPOConfig
 from ..envs.defaults import PER_ENV, per_env
 from ..errors import require
-from .spec import JobSpec
+from .spec import JobSpec, check_threads
 
 __all__ = ["EnvJob"]
 
@@ -158,6 +158,7 @@ class EnvJob(JobSpec, GRPOConfig):
         for name in ("total_env_steps", "eval_episodes", "torch_threads", "bonus_bins"):
             require(self, name, getattr(self, name) >= 1, "must be >= 1")
         require(self, "eval_every", self.eval_every >= 0, "must be >= 0 (0: never evaluate)")
+        check_threads(self)
         if self.max_episode_steps is not None:
             require(self, "max_episode_steps", self.max_episode_steps >= 1, "must be >= 1")
         require(self, "stop_after_solved", self.stop_after_solved >= 0, "must be >= 0 (0: never stop early)")

@@ -322,7 +322,7 @@ def finish(lm: LMRun, history: list[dict], seconds: float, loop_state: Callable[
     if acc.is_main_process:
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
         lm.say(json.dumps(summary))
-        curves = plot_run_if_possible(out, out / "curves.png")
+        curves = plot_run_if_possible(out, out / "curves.png", warn=lm.say)
         if curves:
             lm.say(f"learning curves: {curves}")
         lm.say(f"{_peak_memory()}; {seconds / max(1, trainer.step_count):.1f} s a step")

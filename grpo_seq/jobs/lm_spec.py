@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from ..config import GRPOConfig
 from ..errors import require
-from .spec import JobSpec
+from .spec import JobSpec, check_threads
 
 __all__ = ["LMJob"]
 
@@ -117,6 +117,7 @@ class LMJob(JobSpec, GRPOConfig):
         for name in ("generation_batch_size", "log_completions_every", "torch_threads", "top_k"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
+        check_threads(self)
         require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
         require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")
         require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")

@@ -23,14 +23,26 @@ import typing
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from ..launch_record import LAUNCH_KEY
 from ..errors import ConfigError
 
 __all__ = ["JobSpec", "spec_class", "spec_from_dict", "spec_to_dict", "load_spec", "save_spec", "read_mapping",
-           "coerce_values"]
+           "coerce_values", "check_threads"]
 
 _KINDS: dict[str, type] = {}
 # where each kind's spec class lives, imported on first use: reading an env spec loads no LM code
 _KIND_MODULES = {"env": "grpo_seq.jobs.env_spec", "lm": "grpo_seq.jobs.lm_spec"}
+
+
+def check_threads(spec: Any, name: str = "torch_threads") -> None:
+    """Refuse a thread count no machine has: OpenMP crashes (a segfault, no message) when asked for
+    millions. The bound is generous (four per core, at least 1024) so a spec moves between machines."""
+    import os
+
+    bound = max(1024, 4 * (os.cpu_count() or 1))
+    if getattr(spec, name) > bound:
+        raise ConfigError(f"--{name}: must be at most {bound} (4 per core of this machine, or 1024), "
+                          f"got {getattr(spec, name)!r}")
 
 
 class JobSpec:
@@ -73,7 +85,7 @@ def spec_from_dict(data: Mapping[str, Any], cls: type | None = None, source: str
         cls = spec_class(kind, source)
     elif kind is not None and kind != getattr(cls, "KIND", kind):
         raise ConfigError(f"{source}: holds a {kind!r} job, and this program runs {cls.KIND!r} jobs")
-    values = coerce_values(cls, {k: v for k, v in data.items() if k != "kind"}, source)
+    values = coerce_values(cls, {k: v for k, v in data.items() if k not in ("kind", LAUNCH_KEY)}, source)
     return cls(**values)
 
 

@@ -137,6 +137,9 @@ class EnvGroupSampler(RandomStreams):
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
         self.action_rng = np.random.default_rng(int(self.rng.integers(2**63 - 1)))
         self.env_steps = 0
+        # The most env steps the next sample may take (None: no cap); the job sets it to what is
+        # left of its budget, so that a run never overruns --total_env_steps by a step's worth.
+        self.step_budget: int | None = None
 
     def _reset(self) -> np.ndarray:
         G = self.group_size
@@ -219,7 +222,9 @@ class EnvGroupSampler(RandomStreams):
 
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
-        n, T = self.num_envs, self.max_episode_steps
+        """One rollout of every episode. Under a :attr:`step_budget` each episode is cut (as truncated)
+        at ``step_budget // num_envs`` steps, so the rollout takes at most the budget."""
+        n, T = self.num_envs, self.episode_cap()
         obs_buf = np.zeros((T + 1, n, self.obs_dim), dtype=np.float32)  # row t + 1: step t's next state
         act_buf = np.zeros((T, n), dtype=np.int64)
         rew_buf = np.zeros((T, n), dtype=np.float32)
@@ -248,6 +253,14 @@ class EnvGroupSampler(RandomStreams):
             step_rewards=step_rewards,
             metrics={"reward/env_return": float(np.mean(self.last_episode_returns))},
         )
+
+    def episode_cap(self) -> int:
+        """The steps an episode of the next rollout may take: the time limit, or less under a budget."""
+        if self.step_budget is None:
+            return self.max_episode_steps
+        if self.step_budget < self.num_envs:
+            raise ValueError(f"a step budget of {self.step_budget} env steps cannot hold {self.num_envs} episodes")
+        return min(self.max_episode_steps, self.step_budget // self.num_envs)
 
     def _user_rewards(self, obs_buf: np.ndarray, act_buf: np.ndarray, mask: np.ndarray, t: int) -> np.ndarray:
         """``reward_fn``'s rewards ``(t, n)`` on every real step, in one call; 0 after an episode's end."""

@@ -37,9 +37,10 @@ def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path):
         steps = [p["env_steps"] for p in r["curve"]]
         assert steps == sorted(set(steps)), (system, steps)  # strictly increasing
         # each evaluation follows the update that crossed the next multiple of eval_every
-        crossed = [s // every for s in [0] + steps]
+        crossed = [s // every for s in [0] + steps[:-1]]
         assert all(b > a for a, b in zip(crossed, crossed[1:])), (system, steps)
-        assert steps[-1] == r["env_steps"] >= total
+        assert steps[-1] == r["env_steps"]  # and the last at the budget's end: ours never pass it, SB3 may
+        assert total - 2 < r["env_steps"] <= total if system == "ours" else r["env_steps"] >= total
         assert r["final_eval_return"] == r["curve"][-1]["return"]
         assert all(b["seconds"] > a["seconds"] for a, b in zip(r["curve"], r["curve"][1:]))
         assert 0.05 < r["peak_rss_gib"] < 8

@@ -43,7 +43,7 @@ def test_resume_with_a_larger_budget_is_allowed_and_listed(run_main, cartpole, r
     res = run_main(cartpole, [*TINY[:1], "600", *TINY[2:], "--save_steps", "2", "--resume_from", str(run_copy)])
     assert res.code == 0, res
     assert "resuming with changed options: --total_env_steps 400 -> 600" in res.out
-    assert json.loads((run_copy / "summary.json").read_text())["env_steps"] >= 600
+    assert json.loads((run_copy / "summary.json").read_text())["env_steps"] in (599, 600)  # the budget, less than a step of 2 episodes short
 
 
 def test_a_live_lock_refuses_a_second_run(run_main, cartpole, tmp_path):
@@ -108,7 +108,7 @@ def test_a_malformed_manifest_falls_back_to_the_older_checkpoint(run_main, cartp
     assert res.code == 0, res
     assert f"refused 1 damaged checkpoint(s): checkpoint {newest}: malformed manifest.json" in res.out
     assert f"resuming from {older}" in res.out
-    assert json.loads((run_copy / "summary.json").read_text())["env_steps"] >= 500
+    assert json.loads((run_copy / "summary.json").read_text())["env_steps"] in (499, 500)
 
 
 # -- options range-checked where parsed -------------------------------------------------------------

@@ -36,7 +36,7 @@ def test_cartpole_recipe_writes_summary_metrics_and_policy(tmp_path):
     summary = json.loads((out_dir / "summary.json").read_text())
     for key in ["solved", "solved_env_steps", "solved_seconds", "final_eval_return", "env_steps", "iterations", "seconds"]:
         assert key in summary, key
-    assert summary["env_steps"] >= 3000
+    assert 3000 - 4 < summary["env_steps"] <= 3000  # the budget, less than a step of 4 episodes short
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if "reward/mean" in r]
     eval_rows = [r for r in rows if "eval/return" in r]
@@ -69,7 +69,7 @@ def test_cartpole_recipe_runs_another_discrete_env(tmp_path):
                "--output_dir", str(tmp_path)])
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["env_id"] == "Acrobot-v1" and summary["env_steps"] >= 2000
+    assert summary["env_id"] == "Acrobot-v1" and 2000 - 2 < summary["env_steps"] <= 2000
     assert -500 <= summary["final_eval_return"] <= 0
 
 

@@ -41,7 +41,7 @@ def test_sb3_style_example_learns_saves_and_reloads_with_the_same_actions(tmp_pa
 
 def test_default_cartpole_learns_with_the_recipes_defaults():
     model = GRPO("MlpPolicy", "CartPole-v1", seed=0).learn(25_000)
-    assert model.num_timesteps >= 25_000
+    assert 25_000 - 2 < model.num_timesteps <= 25_000  # never past the budget
     assert model.config.learning_rate == 2e-2 and model.config.adam_beta1 == 0.5
     assert evaluate_policy(model, model.get_env(), n_eval_episodes=5, warn=False)[0] >= 475
 
