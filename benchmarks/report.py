@@ -1,6 +1,7 @@
 """Write the benchmark report and the experiments page from the result records.
 
     python benchmarks/report.py          # rewrite docs/benchmarks.md, docs/experiments.md, README's results table
+                                         # and the guides' tables (GUIDE_TABLES)
     python benchmarks/report.py --check  # exit 1 if any of them is stale (tests/test_docs.py runs this)
 
 Every number on those pages comes from ``benchmarks/results/<benchmark>/*.json`` (their ``meta``
@@ -573,6 +574,48 @@ def experiments_page() -> str:
     return "\n".join(out)
 
 
+# -- tables inside the guides -------------------------------------------------------------------
+
+
+def reasoning_gym_base() -> str:
+    """The base model's held-out scores per reasoning-gym task (docs/guides/reasoning-tasks.md)."""
+    d = load("reasoning_gym_base/result.json")
+    st = d["settings"]
+    rows = []
+    for r in d["rows"]:
+        options = f"`{json.dumps(r['options'])}`" if r["options"] else "defaults"
+        if "error" in r:
+            rows.append([f"`{r['task']}`", options, "-", "-", "-", r["error"]])
+            continue
+        solved = r["solved"] / r["n"]
+        rows.append([f"`{r['task']}`", options, f"{r['solved']} / {r['n']} ({solved:.0%})", fmt(r["score"]),
+                     f"{r['tagged']:.0%}", "**in range**" if 0.05 <= solved <= 0.5 else ""])
+    return (f"{st['model']}, greedy, {st['n']} held-out items per task, {st['shots']} worked example(s) before each, at "
+            f"most {st['max_new_tokens']} new tokens; solved = score_answer 1, mean score counts partial credit, "
+            "tagged = answers between `<answer>` tags; in range = solved 5% to 50%.\n\n"
+            + '<!-- skip: next "the benchmark itself: minutes of CPU" -->\n' + provenance(d["meta"]) + "\n"
+            + table(["task", "options", "solved", "mean score", "tagged", "5-50%"], rows))
+
+
+# docs pages holding a generated table between <!-- NAME:start --> and <!-- NAME:end -->
+GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base}}
+
+
+def guide_tables() -> dict[Path, str]:
+    files = {}
+    for path, tables in GUIDE_TABLES.items():
+        if not path.exists():
+            continue
+        text = path.read_text()
+        for name, make in tables.items():
+            start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+            if start in text and (RESULTS / name / "result.json").exists():
+                text = re.sub(re.escape(start) + r".*?" + re.escape(end),
+                              lambda _m: f"{start}\n{HEADER}{make()}{end}", text, flags=re.S)
+        files[path] = text
+    return files
+
+
 def readme_table(headline: list) -> str:
     return table(["what", "against", "result"], headline)
 
@@ -587,6 +630,7 @@ def expected() -> dict[Path, str]:
         readme = re.sub(re.escape(start) + r".*?" + re.escape(end),
                         lambda _m: f"{start}\n{readme_table(headline)}{end}", readme, flags=re.S)
         files[readme_path] = readme
+    files.update(guide_tables())
     return files
 
 

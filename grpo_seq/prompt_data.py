@@ -100,10 +100,15 @@ def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> 
     """Every row of ``dataset``, each remembering where it came from (``FILE line N`` / ``row N``).
 
     ``dataset``: a ``.jsonl``/``.json``/``.parquet``/``.csv`` file, a folder written by
-    ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``split``), a hub id, or rows
-    already in memory (a ``datasets.Dataset`` or a list of dicts)."""
+    ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``split``), a hub id, a generated
+    task ``reasoning_gym:TASK`` (``config``: its options as JSON; :mod:`grpo_seq.sources.reasoning_gym`),
+    or rows already in memory (a ``datasets.Dataset`` or a list of dicts)."""
     if not isinstance(dataset, (str, Path)):
         return _in_memory(dataset, "train_dataset")
+    if isinstance(dataset, str) and dataset.startswith("reasoning_gym:"):  # a generated task: grpo_seq.sources
+        from .sources.reasoning_gym import reasoning_gym_rows
+
+        return reasoning_gym_rows(dataset, split, config)
     path = Path(dataset).expanduser()
     flag = f"--dataset {dataset}"
     if path.suffix in FILE_FORMATS:

@@ -9,7 +9,14 @@ resolves short names only from the registry its caller passes: the recipes pass 
 
 :data:`REGISTRY` maps short names to ready-to-use functions. :func:`overlong_penalty` is not in
 it: it is a factory that needs ``max_length`` and ``buffer``, so a recipe builds it
-(``overlong_penalty(max_length=512, buffer=64)``) and passes the result.
+(``overlong_penalty(max_length=512, buffer=64)``) and passes the result. Nor is
+``reward_fns.reasoning_gym.task_score``, the factory of one reasoning-gym task's reward;
+``reward_fns.reasoning_gym:score`` scores the rows of any task by import path.
+
+``math_correctness`` (``reward_fns.math_answer:math_correctness``) checks answers with
+math-verify and ``reward_fns.reasoning_gym`` scores with reasoning-gym: both packages are
+optional extras (``math``, ``reasoning``), imported only when a function is called; neither is
+a short name, so the short names stay GSM8K's.
 """
 
 from typing import Callable
@@ -19,10 +26,11 @@ from .gsm8k import (
     GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward, has_answer_line,
     normalize_number, overlong_penalty,
 )
+from .math_answer import math_correctness
 
 __all__ = [
     "REGISTRY", "GSM8K_SYSTEM_PROMPT", "GSM8K_INSTRUCTION", "completion_text", "correctness_reward", "extract_answer",
-    "format_reward", "has_answer_line", "normalize_number", "overlong_penalty",
+    "format_reward", "has_answer_line", "math_correctness", "normalize_number", "overlong_penalty",
 ]
 
 REGISTRY: dict[str, Callable] = {

