@@ -69,6 +69,7 @@ class UpdateStats:
 # step has collapsed (GRPOTrainer._check_collapse).
 EXPLORING_ENTROPY = 0.1
 COLLAPSED_ENTROPY = 1e-6
+COLLAPSE_MIN_TOKENS = 16
 
 
 class GRPOTrainer:
@@ -129,6 +130,8 @@ class GRPOTrainer:
         self._nonfinite_in_a_row = self._nonfinite_this_step = 0
         self._num_weights = sum(p.numel() for p in self._params)
         self._start_norm: float | None = None  # the weights' norm before this process's first update
+        self._optimizer_seconds = 0.0  # this step's time in optimizer.step (a phase of perf/step_seconds)
+        self._phase_seconds: dict[str, float] = {}
         self.diverged_at: int | None = None  # the step whose update diverged (DivergedError): nothing is saved after it
         self._checkpointed_step: int | None = None  # the step of the checkpoint this process wrote last
         self.last_batch: RolloutBatch | None = None
@@ -212,9 +215,15 @@ class GRPOTrainer:
         batch.advantages = compute_advantages(batch, self.config)
         live = self._rows_with_gradient(batch)
         self._score_old_and_ref(batch, live)
+        t_scored = time.perf_counter()
         self.last_batch = batch
         lr = self._set_lr(progress)
+        self._optimizer_seconds = 0.0
         stats = self._update(batch, live)
+        # where the step's time went: sampling, old/reference scoring, forward/backward, optimizer
+        self._phase_seconds = {"perf/score_seconds": t_scored - t0 - t_sample,
+                               "perf/backward_seconds": time.perf_counter() - t_scored - self._optimizer_seconds,
+                               "perf/optimizer_seconds": self._optimizer_seconds}
         self._check_collapse(batch, live, stats)
         self.step_count += 1
         self._maybe_sync_reference()
@@ -389,6 +398,7 @@ class GRPOTrainer:
             "perf/tokens_per_second": tokens / seconds,
             "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,
             "perf/peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "perf/torch_threads": torch.get_num_threads(), **self._phase_seconds,
         })
         return metrics
 
@@ -411,9 +421,11 @@ class GRPOTrainer:
         finite = self.accelerator.scaler is not None or bool(torch.isfinite(grad_norm))
         watch = finite and self.config.divergence_factor > 0
         norm_before = weight_norm(self._params) if watch else 0.0
+        t0 = time.perf_counter()
         if finite:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        self._optimizer_seconds += time.perf_counter() - t0
         self._count_nonfinite(finite)
         if watch:
             self._check_divergence(norm_before)
@@ -453,8 +465,9 @@ class GRPOTrainer:
         before = float(stats.token_sums["entropy"] / stats.tokens)
         if before < EXPLORING_ENTROPY:
             return
-        rows = torch.arange(batch.batch_size, device=batch.tokens.device)[live][: self.config.num_generations]
-        sub = batch.select(rows)
+        sub = batch.select(torch.arange(batch.batch_size, device=batch.tokens.device)[live])
+        if sub.mask.sum() < COLLAPSE_MIN_TOKENS or sub.mask.sum() < 4 * sub.batch_size:
+            return  # too few decisions to tell, or one-decision outputs (alternatives), which may rightly be sure
         self.model.eval()
         entropy_t = self.policy(sub, with_entropy=True)[1]
         after = float(aggregate(entropy_t.float(), sub.mask, "bnpo"))

@@ -47,6 +47,7 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
                          env=_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     written = json.loads((tmp_path / "run/config.json").read_text())
+    assert written.pop("launch")["num_processes"] == 1  # how it was launched: recorded, not an option
     # every value as the file gave it, the flag overriding one; the nulls resolved to CartPole's defaults
     assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
                        "advantage": "stepwise", "scale_rewards": True, "absorb_ended": False, "adam_beta2": 0.95,

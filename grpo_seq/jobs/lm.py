@@ -44,6 +44,7 @@ from ..stopping import GracefulStop, checkpoint_on_error
 from ..tracking import tracker_kwargs
 from ..trainer import GRPOTrainer
 from ..budget import shrink
+from ..cpu_share import IdleCores
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
 from .lm_spec import LMJob
@@ -65,6 +66,16 @@ class LMRun:
     say: Callable[[str], None] = field(default=lambda text: None, repr=False)  # where the run's lines go
     last_metrics: dict[str, float] = field(default_factory=dict, repr=False)
     quick: str | None = None  # GRPO_SEQ_QUICK's line, when it shrank the budget
+    cores: IdleCores | None = field(default=None, repr=False)  # torch_threads 0 on CPU: threads follow the idle cores
+
+    def adapt_threads(self) -> None:
+        """Before a step: as many torch threads as this process's share of the cores that other work
+        left idle over the last step (:mod:`grpo_seq.cpu_share`: a thread sharing a busy core makes
+        every operation wait for it)."""
+        if self.cores is not None:
+            n = self.cores.threads()
+            if n != torch.get_num_threads():
+                torch.set_num_threads(n)
 
     def describe(self) -> str:
         """One line: the model's size, the share trained, the prompts and the rewards."""
@@ -161,7 +172,9 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
     )
     trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tokenizer), sampler, accelerator, score_fn=scorer)
-    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick)
+    adaptive = cfg.torch_threads == 0 and accelerator.device.type == "cpu"
+    cores = IdleCores(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) if adaptive else None
+    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick, cores=cores)
 
 
 @dataclass
@@ -232,6 +245,7 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
     with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
         while trainer.step_count < cfg.max_steps:
             t0 = time.perf_counter()
+            lm.adapt_threads()
             m = lm.last_metrics = trainer.step(progress=trainer.step_count / cfg.max_steps)
             history.append(m)
             if trainer.step_count == first + 1:

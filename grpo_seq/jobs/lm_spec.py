@@ -84,7 +84,8 @@ class LMJob(JobSpec, GRPOConfig):
         default=5, metadata={"help": "Write completions/step_XXXX.jsonl every this many steps (0: never)."}
     )
     torch_threads: int = field(
-        default=0, metadata={"help": "torch CPU threads per process (0: the machine's cores shared among its processes)."}
+        default=0, metadata={"help": "torch CPU threads per process (0: the machine's cores shared among its processes, "
+                             "less those other work keeps busy, measured before every step)."}
     )
     use_cpu: bool = field(default=False, metadata={"help": "Train on CPU even where a GPU exists."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Run model code from the hub (off: safe)."})
