@@ -332,9 +332,32 @@ def against_tree() -> tuple[str, list]:
     return text, []
 
 
+def lm_step_phases() -> tuple[str, list]:
+    if not (RESULTS / "lm_step_phases/result.json").is_file():
+        return "", []
+    d = load("lm_step_phases/result.json")
+    rows = [[r["condition"], fmt(r["perf/step_seconds"], ".1f"), fmt(r["perf/sample_seconds"], ".1f"),
+             fmt(r["perf/score_seconds"], ".1f"), fmt(r["perf/backward_seconds"], ".1f"),
+             fmt(r["perf/optimizer_seconds"], ".2f"), " ".join(str(t) for t in r["threads"]), fmt(r["peak_rss_gib"])]
+            for r in d["rows"]]
+    ratios = d["busy_over_alone"]
+    text = ("## Where a default GSM8K step goes, alone and beside other work
+
+"
+            "`recipes/gsm8k_tiny.py` with its defaults, each condition in its own process, alternating. *busy*: one "
+            "other CPU-bound process runs the whole time. *fixed*: one torch thread per core whatever else runs; "
+            "*adaptive*: `--torch_threads 0`, each step on the cores other work left idle over the step before "
+            "(`grpo_seq/cpu_share.py`). Seconds: the median of the steps after the first. Busy over alone: "
+            + ", ".join(f"{k} {fmt(v)}x" for k, v in ratios.items()) + ".\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["condition", "s/step", "sampling", "scoring", "forward/backward", "optimizer", "threads per step",
+                     "peak RSS GiB"], rows))
+    return text, []
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_step_phases, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree):
         text, head = fn()
         if text:
