@@ -341,9 +341,7 @@ def lm_step_phases() -> tuple[str, list]:
              fmt(r["perf/optimizer_seconds"], ".2f"), " ".join(str(t) for t in r["threads"]), fmt(r["peak_rss_gib"])]
             for r in d["rows"]]
     ratios = d["busy_over_alone"]
-    text = ("## Where a default GSM8K step goes, alone and beside other work
-
-"
+    text = ("## Where a default GSM8K step goes, alone and beside other work\n\n"
             "`recipes/gsm8k_tiny.py` with its defaults, each condition in its own process, alternating. *busy*: one "
             "other CPU-bound process runs the whole time. *fixed*: one torch thread per core whatever else runs; "
             "*adaptive*: `--torch_threads 0`, each step on the cores other work left idle over the step before "
