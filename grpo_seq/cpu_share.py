@@ -22,6 +22,8 @@ from pathlib import Path
 __all__ = ["IdleCores", "threads_for", "usable_cores"]
 
 _PROC_STAT = Path("/proc/stat")
+# Shorter intervals are too coarse to measure: the kernel counts CPU time in ticks of 10 ms.
+MIN_INTERVAL = 0.5
 
 
 def usable_cores() -> int:
@@ -60,13 +62,14 @@ def threads_for(cores: int, others_busy: float, processes: int = 1) -> int:
 
 class IdleCores:
     """Between calls of :meth:`threads`, how busy the rest of the machine was, and so how many
-    threads the next step should use. The first call (nothing measured yet) gives the cores."""
+    threads the next step should use, measured from when it was made; until half a second has
+    passed, the cores (or the last measurement's count)."""
 
     def __init__(self, processes: int = 1, cores: int | None = None):
         self.processes = processes
         self.cores = cores or usable_cores()
-        self._last: tuple[float, float, float] | None = None
         self.others_busy = 0.0  # cores the rest of the machine kept busy over the last interval
+        self._last = self._sample()  # the first interval starts now (made before a model loads, it covers the load)
 
     def _sample(self) -> tuple[float, float, float] | None:
         busy = _busy_seconds()
@@ -75,7 +78,9 @@ class IdleCores:
     def threads(self) -> int:
         """The thread count for the next step (measured over the interval since the last call)."""
         now = self._sample()
-        if now is not None and self._last is not None and now[0] > self._last[0]:
+        if now is not None and self._last is not None and now[0] - self._last[0] < MIN_INTERVAL:
+            return threads_for(self.cores, self.others_busy, self.processes)  # too short to tell: measure on
+        if now is not None and self._last is not None:
             wall = now[0] - self._last[0]
             # other processes of this run (several per machine) count as theirs, not as others'
             others = (now[1] - self._last[1]) - (now[2] - self._last[2]) * self.processes

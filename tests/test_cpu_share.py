@@ -55,3 +55,19 @@ def test_without_proc_stat_the_count_stays_the_cores(tmp_path, monkeypatch):
     monkeypatch.setattr(cpu_share, "_PROC_STAT", tmp_path / "missing")
     cores = IdleCores(cores=4)
     assert cores.threads() == 4 and cores.threads() == 4
+
+
+def test_an_interval_too_short_to_measure_keeps_measuring_from_the_last_sample(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    clock = {"t": 0.0, "own": 0.0}
+    monkeypatch.setattr(cpu_share, "_PROC_STAT", stat)
+    monkeypatch.setattr(cpu_share.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(cpu_share.os, "times", lambda: Times(clock["own"], 0.0, 0, 0, 0))
+    stat.write_text(f"cpu  {1000 * hz} 0 0 {5000 * hz} 0 0 0 0\n")
+    cores = IdleCores(cores=2)  # the interval starts as it is made (before a model loads)
+    clock.update(t=0.1)
+    assert cores.threads() == 2  # 0.1 s: too short, nothing measured
+    clock.update(t=5.0)
+    stat.write_text(f"cpu  {1005 * hz} 0 0 {5005 * hz} 0 0 0 0\n")  # 5 core-seconds in 5 s, none of them ours
+    assert cores.threads() == 1 and cores.others_busy == pytest.approx(1.0)

@@ -133,6 +133,11 @@ def _lora_config(cfg: LMJob) -> Any:
                       target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
 
 
+def idle_cores() -> IdleCores:
+    """The measure of idle cores for this process's share of the machine (:mod:`grpo_seq.cpu_share`)."""
+    return IdleCores(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
 def setup_process(cfg: LMJob) -> None:
     """Threads, global seeds and (with ``retain_freed_memory``) malloc: a program's whole process."""
     # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a small model wants
@@ -152,7 +157,7 @@ def make_accelerator(cfg: LMJob) -> Accelerator:
 
 
 def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, tokenizer: Any,
-          accelerator: Accelerator, peft_config: Any = None, label: str = "lm") -> LMRun:
+          accelerator: Accelerator, peft_config: Any = None, label: str = "lm", cores: IdleCores | None = None) -> LMRun:
     """The policy (LoRA from ``peft_config`` or ``--use_peft``), the sampler and the trainer.
 
     With LoRA the reference is the same model with its adapters disabled. ``GRPO_SEQ_QUICK``
@@ -172,8 +177,10 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
     )
     trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tokenizer), sampler, accelerator, score_fn=scorer)
-    adaptive = cfg.torch_threads == 0 and accelerator.device.type == "cpu"
-    cores = IdleCores(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) if adaptive else None
+    if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
+        cores = None
+    elif cores is None:
+        cores = idle_cores()
     return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick, cores=cores)
 
 
@@ -214,8 +221,9 @@ def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | N
         rows = load_prompts(spec)
         scorer = RewardScorer(fns, spec.reward_weights, registry)
         scorer.check_dataset(rows, source=f"--dataset {spec.dataset}")  # every row and signature, before the model loads
+        cores = idle_cores()  # measured from here: the model's load is the first interval
         model, tokenizer = load_model_and_tokenizer(spec.model, spec.dtype, spec.trust_remote_code)
-        return train(build(spec, rows, scorer, model, tokenizer, accelerator, label=label), cbs)
+        return train(build(spec, rows, scorer, model, tokenizer, accelerator, label=label, cores=cores), cbs)
     finally:
         cbs.close()
 
