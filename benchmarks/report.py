@@ -215,9 +215,37 @@ def lm_vs_trl() -> tuple[str, list]:
             + table(["precision", "beta", "grpo-seq s/step", "no-skip s/step", "TRL s/step", "ratio", "ratio, no skip",
                      "grpo-seq tok/s", "TRL tok/s", "grpo-seq peak RSS GiB", "TRL peak RSS GiB", "RSS ratio"], rows)
             + "\n" + plot("lm_vs_trl", "reward per step, both systems"))
-    headline = ["SmolLM2-135M GRPO step on GSM8K (fp32, beta 0, CPU)", "TRL GRPOTrainer",
+    has_default = (RESULTS / "lm_default_vs_trl/result.json").is_file()  # the recipe's own step heads the README then
+    headline = [] if has_default else ["SmolLM2-135M GRPO step on GSM8K (fp32, beta 0, CPU)", "TRL GRPOTrainer",
                 f"{fmt(fp32_0['grpo-seq']['step_seconds_median'], '.1f')} s against {fmt(fp32_0['trl']['step_seconds_median'], '.1f')} s "
                 f"({fmt(fp32_0['ratio_step_seconds_median'])}x); peak RSS {fmt(fp32_0['ratio_peak_rss'])}x"]
+    return text, headline
+
+
+def lm_default_vs_trl() -> tuple[str, list]:
+    """The recipe's default step (its settings, every completion trained as beta > 0 makes it) against TRL's."""
+    if not (RESULTS / "lm_default_vs_trl/result.json").is_file():
+        return "", []
+    d = load("lm_default_vs_trl/result.json")
+    st, c = d["settings"], d["cells"][0]
+    o, t = c["grpo-seq"], c["trl"]
+    text = ("## The GSM8K recipe's default step against TRL's GRPOTrainer\n\n"
+            f"The settings of `recipes/gsm8k_tiny.py`'s defaults on both sides: {st['prompts_per_step']} prompts a step, "
+            f"G = {st['num_generations']}, at most {st['max_completion_length']} new tokens, temperature "
+            f"{st['temperature']}, lr {st['learning_rate']:g}, {c['precision']}, beta {c['beta']:g} (so every completion "
+            "is trained on both sides); otherwise as in the section below. Seconds per step: the median of the steps "
+            "after the first, then over the runs; the systems alternate.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["system", "s/step", "completion tok/s", "peak RSS GiB"],
+                    [["grpo-seq", fmt(o["step_seconds_median"], ".1f"), fmt(o["completion_tokens_per_second"], ".0f"),
+                      fmt(o["peak_rss_gib"])],
+                     ["TRL", fmt(t["step_seconds_median"], ".1f"), fmt(t["completion_tokens_per_second"], ".0f"),
+                      fmt(t["peak_rss_gib"])],
+                     ["ratio", f"**{fmt(c['ratio_step_seconds_median'])}**", "", f"**{fmt(c['ratio_peak_rss'])}**"]]))
+    headline = [f"SmolLM2-135M GRPO step, the GSM8K recipe's defaults ({st['max_completion_length']} tokens, beta "
+                f"{c['beta']:g}, {c['precision']}, CPU)", "TRL GRPOTrainer",
+                f"{fmt(o['step_seconds_median'], '.1f')} s against {fmt(t['step_seconds_median'], '.1f')} s "
+                f"({fmt(c['ratio_step_seconds_median'])}x); peak RSS {fmt(c['ratio_peak_rss'])}x"]
     return text, headline
 
 
@@ -355,7 +383,7 @@ def lm_step_phases() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_step_phases, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree):
         text, head = fn()
         if text:
