@@ -58,9 +58,9 @@ class TextSamples:
 
 # Fields holding one row per output: checked against the batch size, sliced by select().
 _PER_OUTPUT = ("context", "mask", "group", "rewards", "step_rewards", "old_logp", "ref_logp", "advantages",
-               "prompt_mask", "truncated", "reward_components")
+               "prompt_mask", "truncated", "reward_components", "sampler_logp")
 # Of those, the ones laid out (B, T) like tokens.
-_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages")
+_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages", "sampler_logp")
 
 
 @dataclass
@@ -94,6 +94,9 @@ class RolloutBatch:
         truncated: text: ``(B,)`` bool, True where a completion hit the length limit before EOS.
         reward_components: ``(B, n_fns)`` each reward function's unweighted value (NaN where it
             returned None), filled by :class:`grpo_seq.rewards.RewardScorer`, or None.
+        sampler_logp: ``(B, T)`` float32 log-probs of the tokens under the distribution that drew
+            them (the sampler's processed logits: a cheaper copy's, ``sampling_dtype``), 0 outside
+            the mask, or None; the trainer's importance weights correct for it.
         metrics: the sampler's and reward functions' own figures for this batch (name -> value),
             logged by the trainer with its own.
         partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
@@ -114,6 +117,7 @@ class RolloutBatch:
     text: TextSamples | None = None
     truncated: Tensor | None = None
     reward_components: Tensor | None = None
+    sampler_logp: Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     partial: bool = False
 

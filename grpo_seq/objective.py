@@ -19,6 +19,12 @@ from torch import Tensor
 
 LossType = Literal["grpo", "bnpo", "dr_grpo"]
 LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dr_grpo")
+# Truncated / masked importance sampling against a sampler that is not the trained policy (TRL's
+# vllm_importance_sampling_mode): per token or per sequence, ratios clipped or zeroed.
+IS_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+# The token means sampler_mismatch_stats returns (besides the min and max of the weights).
+SAMPLING_MEANS: tuple[str, ...] = ("sampling/kl", "sampling/kl_k1", "sampling/is_ratio_mean",
+                                   "sampling/is_corrected_fraction")
 
 __all__ = [
     "LOSS_TYPES",
@@ -30,6 +36,11 @@ __all__ = [
     "clipped_mask",
     "aggregate",
     "grpo_loss",
+    "IS_MODES",
+    "SAMPLING_MEANS",
+    "sampler_log_ratio",
+    "importance_weights",
+    "sampler_mismatch_stats",
 ]
 
 
@@ -133,8 +144,14 @@ def grpo_loss(
     num_tokens: int | Tensor | None = None,
     ent_coef: float = 0.0,
     entropy_t: Tensor | None = None,
+    is_weight_t: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Negative GRPO objective (to minimise) and detached per-token statistics.
+
+    ``is_weight_t``: importance weights against the sampler (:func:`importance_weights`,
+    ``(B, T)`` or ``(B, 1)``, no gradient) multiply each token's clipped surrogate, before the
+    KL and entropy terms are added, as TRL applies its vLLM correction:
+    ``min(r A, clip(r) A) * w - beta KL + c H``.
 
     With ``ent_coef`` > 0 the per-token objective gains ``ent_coef * H_t`` (``entropy_t``, the
     policy's entropy at each token, differentiable), aggregated like the rest: the entropy bonus
@@ -149,6 +166,8 @@ def grpo_loss(
         raise ValueError("beta > 0 needs reference log-probs (ref_logp_t)")
     ratio_t = probability_ratio(logp_t, old_logp_t)
     objective_t = clipped_surrogate(ratio_t, adv_t, eps_low, eps_high)
+    if is_weight_t is not None:
+        objective_t = objective_t * is_weight_t.detach()
     kl_t = k3_kl(logp_t, ref_logp_t) if ref_logp_t is not None else None
     if beta > 0:
         objective_t = objective_t - beta * kl_t
@@ -167,3 +186,72 @@ def grpo_loss(
             "ratio": (ratio_t * m).sum() / n,
         }
     return loss, stats
+
+
+def sampler_log_ratio(old_logp_t: Tensor, sampler_logp_t: Tensor, mask_t: Tensor, level: str = "token") -> Tensor:
+    """Log of the importance ratio of the trained policy against the sampler that drew the tokens.
+
+    ``d_t = log pi_old(o_t) - log q(o_t)`` per completion token (``(B, T)``; 0 outside the mask
+    and where ``q``'s log-prob is NaN, i.e. unknown), or with ``level="sequence"`` one ratio per
+    completion, ``d_i = sum_t d_t`` (``(B, 1)``): the log of ``pi_old(o_i) / q(o_i)``. ``pi_old``
+    is the trained policy's log-prob at sampling time, ``q`` the sampler's (a bfloat16 or int8
+    copy, or vLLM in TRL: ``old_per_token_logps - sampling_per_token_logps``, GRPOTrainer).
+    """
+    d = old_logp_t.detach().float() - sampler_logp_t.float()
+    d = torch.where(mask_t.bool(), d, d.new_zeros(()))
+    d = torch.nan_to_num(d, nan=0.0)
+    if level == "sequence":
+        return d.sum(-1, keepdim=True)
+    if level != "token":
+        raise ValueError(f"unknown importance sampling level {level!r}; choose token or sequence")
+    return d
+
+
+def importance_weights(log_ratio: Tensor, mode: str, cap: float, floor: float = 0.0) -> tuple[Tensor, Tensor]:
+    """Truncated or masked importance weights from :func:`sampler_log_ratio`'s ``d`` (same shape).
+
+    With ``rho = exp(d)`` (Ionides 2008, truncated importance sampling; Yao et al. 2025, "Your
+    efficient RL framework secretly brings you off-policy RL training"; TRL's
+    ``vllm_importance_sampling_mode``):
+
+    - ``*_truncate``: ``w = min(max(rho, floor), cap)``: the ratio clipped into ``[floor, cap]``;
+    - ``*_mask``: ``w = rho`` where ``floor <= rho <= cap``, else ``w = 0`` (the token, or the
+      whole sequence, drops out of the loss).
+
+    The ``token_`` or ``sequence_`` prefix says which ``d`` the caller computed. Returns
+    ``(w, corrected)``: the weights and where they differ from ``rho`` (clipped or masked).
+    """
+    if mode not in IS_MODES:
+        raise ValueError(f"unknown importance sampling mode {mode!r}; choose one of {IS_MODES}")
+    rho = torch.exp(log_ratio)
+    outside = (rho < floor) | (rho > cap)
+    if mode.endswith("_truncate"):
+        return rho.clamp(min=floor, max=cap), outside
+    return torch.where(outside, torch.zeros_like(rho), rho), outside
+
+
+def sampler_mismatch_stats(old_logp_t: Tensor, sampler_logp_t: Tensor, mask_t: Tensor, weight_t: Tensor,
+                          corrected: Tensor) -> dict[str, Tensor]:
+    """How far the sampler ``q`` is from the trained policy ``pi``, as masked token means
+    (:data:`SAMPLING_MEANS`) and the min and max of the importance weights.
+
+    With ``d_t = log pi(o_t) - log q(o_t)`` on tokens drawn from ``q``:
+    ``sampling/kl`` is the k3 estimate of KL(q || pi), ``exp(d) - d - 1`` (>= 0; Schulman 2020,
+    "Approximating KL divergence"), ``sampling/kl_k1`` the k1 estimate ``-d``;
+    ``sampling/is_ratio_mean|min|max`` are the weights applied (``weight_t``, per token or
+    broadcast from its sequence), ``sampling/is_corrected_fraction`` the share of tokens whose
+    weight was truncated or masked. Means over the masked tokens (0 with none; min/max then +-inf).
+    """
+    m = mask_t.bool()
+    d = sampler_log_ratio(old_logp_t, sampler_logp_t, m)
+    w = weight_t.detach().float().expand(m.shape)
+    n = m.sum().clamp(min=1)
+    zero = torch.zeros((), device=d.device)
+    return {
+        "sampling/kl": torch.where(m, torch.exp(d) - d - 1.0, zero).sum() / n,
+        "sampling/kl_k1": -d.sum() / n,
+        "sampling/is_ratio_mean": torch.where(m, w, zero).sum() / n,
+        "sampling/is_corrected_fraction": (corrected.expand(m.shape) & m).float().sum() / n,
+        "sampling/is_ratio_min": torch.where(m, w, zero + float("inf")).min(),
+        "sampling/is_ratio_max": torch.where(m, w, zero - float("inf")).max(),
+    }

@@ -32,7 +32,7 @@ from .diagnostics import SignalWatch, weight_growth, weight_norm
 from .errors import ConfigError, DivergedError, NonFiniteError
 from .launch_record import launch_record
 from .metrics import JsonlLogger
-from .objective import aggregate, grpo_loss
+from .objective import SAMPLING_MEANS, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, link_folder, save_policy
@@ -63,6 +63,7 @@ class UpdateStats:
     tokens: float | Tensor = 0.0
     losses: list[Tensor] = field(default_factory=list)
     grad_norms: list[Tensor] = field(default_factory=list)
+    extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
 
 
 # A policy exploring at least this much (nats per token) that falls below COLLAPSED_ENTROPY in one
@@ -107,6 +108,8 @@ class GRPOTrainer:
             raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {type(policy).__name__} gives no entropy with a "
                               "gradient (a language model's is a statistic only); set ent_coef to 0")
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
+        # importance sampling against a sampler that is not the policy (LMJob.sampler_correction), or None
+        self._correction: dict[str, Any] | None = getattr(config, "sampler_correction", None)
         # A missing or damaged --resume_from is refused before anything is created or written.
         self._resume_folder = ckpt.resolve_checkpoint(config.resume_from) if config.resume_from else None
         self.accelerator = accelerator or Accelerator()
@@ -331,15 +334,40 @@ class GRPOTrainer:
                 loss, token_stats = self._loss(sub, stand_in, counts)
                 acc.backward(loss)
             mb_loss += loss.detach()
-            if not stand_in:  # statistics are token means: weight each micro-batch by its token count
-                n = sub.mask.sum()
-                for name, v in token_stats.items():
-                    stats.token_sums[name] = stats.token_sums.get(name, 0.0) + v.detach() * n
-                stats.tokens += n
+            if not stand_in:
+                self._add_token_stats(stats, token_stats, sub.mask.sum())
         if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
             for p in self._params:
                 p.grad = torch.zeros_like(p)
         return mb_loss
+
+    @staticmethod
+    def _add_token_stats(stats: UpdateStats, token_stats: dict[str, Tensor], n: Tensor) -> None:
+        """Statistics are token means: weight each micro-batch's by its token count ``n``; those
+        named ``*_min`` / ``*_max`` keep their running min / max instead."""
+        for name, v in token_stats.items():
+            v = v.detach()
+            if name.endswith(("_min", "_max")):
+                pick = torch.minimum if name.endswith("_min") else torch.maximum
+                stats.extremes[name] = pick(stats.extremes[name], v) if name in stats.extremes else v
+            else:
+                stats.token_sums[name] = stats.token_sums.get(name, 0.0) + v * n
+        stats.tokens += n
+
+    def _importance_weights(self, sub: RolloutBatch, old_logp_t: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:
+        """Truncated or masked importance weights of the trained policy against the sampler that
+        drew ``sub`` (:func:`grpo_seq.objective.importance_weights`), and the mismatch statistics;
+        ``(None, {})`` without a correction."""
+        c = self._correction
+        if c is None:
+            return None, {}
+        if sub.sampler_logp is None:
+            raise ValueError(f"importance sampling ({c['mode']}) needs the sampler's log-probs, and "
+                             f"{type(self.sampler).__name__} left batch.sampler_logp empty")
+        level = "sequence" if c["mode"].startswith("sequence") else "token"
+        log_ratio = sampler_log_ratio(old_logp_t, sub.sampler_logp, sub.mask, level)
+        weight_t, corrected = importance_weights(log_ratio, c["mode"], c["cap"], c["floor"])
+        return weight_t, sampler_mismatch_stats(old_logp_t, sub.sampler_logp, sub.mask, weight_t, corrected)
 
     def _loss(self, sub: RolloutBatch, stand_in: bool, counts: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
         """The GRPO loss of micro-batch ``sub`` (:func:`grpo_seq.objective.grpo_loss`) and its token
@@ -347,13 +375,14 @@ class GRPOTrainer:
         cfg = self.config
         logp_t, entropy_t = self.model(sub)
         old_logp_t = logp_t.detach() if sub.old_logp is None or stand_in else sub.old_logp
+        is_weight_t, sampling = self._importance_weights(sub, old_logp_t)
         loss, stats = grpo_loss(
             logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
             beta=cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
-            ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t,
+            ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t, is_weight_t=is_weight_t,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
-        return loss, stats
+        return loss, {**stats, **sampling}
 
     def _maybe_sync_reference(self) -> None:
         every = self.config.ref_sync_steps
@@ -389,6 +418,7 @@ class GRPOTrainer:
             **dict(zip(averaged, reduced)),
         }
         metrics = {k: float(v) for k, v in metrics.items()}
+        metrics.update(self._sampling_metrics(stats))
         tokens = int(lengths.sum())
         self.env_steps += tokens
         seconds = time.perf_counter() - t0
@@ -401,6 +431,23 @@ class GRPOTrainer:
             "perf/torch_threads": torch.get_num_threads(), **self._phase_seconds,
         })
         return metrics
+
+    def _sampling_metrics(self, stats: UpdateStats) -> dict[str, float]:
+        """The sampler-versus-policy statistics over all processes (with a correction only): token
+        means of :data:`grpo_seq.objective.SAMPLING_MEANS`, the min and max importance weight; NaN
+        where no token was trained."""
+        if self._correction is None:
+            return {}
+        acc = self.accelerator
+        zero = torch.zeros((), device=acc.device)
+        sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in SAMPLING_MEANS),
+                                       torch.as_tensor(stats.tokens, device=acc.device).float()]), "sum")
+        out = {n: float(sums[i] / sums[-1]) if float(sums[-1]) > 0 else math.nan for i, n in enumerate(SAMPLING_MEANS)}
+        for name, pick in (("sampling/is_ratio_min", torch.min), ("sampling/is_ratio_max", torch.max)):
+            found = acc.gather(stats.extremes.get(name, zero + math.nan).float().reshape(1))
+            found = found[torch.isfinite(found)]  # a process or micro-batches with no trained token: +-inf
+            out[name] = float(pick(found)) if len(found) else math.nan
+        return out
 
     def _optimizer_step(self) -> Tensor:
         """Clip (when configured), step and zero the gradients; returns the gradient norm.

@@ -175,8 +175,10 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generation_batch_size=cfg.generation_batch_size,
         seed=cfg.seed, shuffle=cfg.shuffle_prompts, process_index=accelerator.process_index,
         num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
+        sampler_logprobs=cfg.sampler_correction is not None,  # the importance weights need the sampler's log-probs
     )
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tokenizer), sampler, accelerator, score_fn=scorer)
+    policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
+    trainer = GRPOTrainer(cfg, policy, sampler, accelerator, score_fn=scorer)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
         cores = None
     elif cores is None:

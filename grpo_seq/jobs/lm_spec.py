@@ -10,7 +10,12 @@ from ..config import GRPOConfig
 from ..errors import require
 from .spec import JobSpec, check_threads
 
-__all__ = ["LMJob"]
+__all__ = ["LMJob", "SAMPLING_DTYPES", "IS_CORRECTIONS"]
+
+# grpo_seq.generation.sampling_copy.SAMPLING_DTYPES and grpo_seq.objective.IS_MODES, repeated here
+# so that a spec is checked without importing torch (a test keeps them equal).
+SAMPLING_DTYPES = ("float32", "bfloat16", "int8")
+IS_CORRECTIONS = ("none", "off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 @dataclass
@@ -80,6 +85,33 @@ class LMJob(JobSpec, GRPOConfig):
         default=False, metadata={"help": "Mixed precision: compute in bfloat16 over float32 weights (TRL's bf16)."}
     )
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations in backward."})
+    sampling_dtype: str = field(
+        default="float32",
+        metadata={"help": "Sample completions from a cheaper copy of the policy, refreshed from the trained weights "
+                  "before every sampling: float32 (the policy itself), bfloat16 (a bfloat16 copy: half the bytes "
+                  "per decoding step; it pays on GPUs and CPUs with avx512_bf16 or AMX, and can be slower than "
+                  "float32 on a CPU without them), int8 (nn.Linear layers dynamically quantised, weights and "
+                  "activations; CPU and --dtype float32 only; refused with LoRA: use bfloat16; coarse for small "
+                  "models: watch sampling/kl). Training stays in --dtype; the mismatch is corrected by "
+                  "--importance_sampling_correction."},
+    )
+    importance_sampling_correction: str | None = field(
+        default=None,
+        metadata={"help": "Correct for a sampler that is not the trained policy (TRL's "
+                  "vllm_importance_sampling_mode): each token's loss is weighted by rho = pi_old / pi_sampler, per "
+                  "token (token_*) or per completion (sequence_*: the product over its tokens), truncated at "
+                  "--importance_sampling_cap (*_truncate) or zeroed outside [--importance_sampling_min, cap] "
+                  "(*_mask); none (or off) turns it off. Default: token_truncate when --sampling_dtype is not "
+                  "float32, else none."},
+    )
+    importance_sampling_cap: float = field(
+        default=3.0, metadata={"help": "Upper bound C of the importance weights (TRL's "
+                               "vllm_importance_sampling_clip_max): truncated to C, or masked above C."},
+    )
+    importance_sampling_min: float = field(
+        default=0.0, metadata={"help": "Lower bound of the importance weights (TRL's vllm_importance_sampling_clip_min): "
+                               "*_mask zeroes weights below it, *_truncate raises them to it (0: no lower bound)."},
+    )
     log_completions_every: int = field(
         default=5, metadata={"help": "Write completions/step_XXXX.jsonl every this many steps (0: never)."}
     )
@@ -123,8 +155,33 @@ class LMJob(JobSpec, GRPOConfig):
         require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")
         require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")
         require(self, "dtype", self.dtype in ("float32", "bfloat16"), "must be float32 or bfloat16")
+        self._check_sampling_copy()
         if self.reward_weights is not None:
             require(self, "reward_weights", len(self.reward_weights) == len(self.reward_fns),
                     f"must give one weight per reward function ({len(self.reward_fns)})")
             require(self, "reward_weights", all(math.isfinite(w) for w in self.reward_weights),
                     "every weight must be a finite number")
+
+    def _check_sampling_copy(self) -> None:
+        require(self, "sampling_dtype", self.sampling_dtype in SAMPLING_DTYPES, f"must be one of {', '.join(SAMPLING_DTYPES)}")
+        require(self, "sampling_dtype", not (self.sampling_dtype == "int8" and self.use_peft),
+                "int8 is not offered with LoRA (--use_peft: the adapters would be merged at every refresh); use bfloat16")
+        require(self, "sampling_dtype", not (self.sampling_dtype == "int8" and self.dtype != "float32"),
+                "int8 quantises float32 weights (--dtype float32); with --dtype bfloat16 the model samples in bfloat16 already")
+        require(self, "importance_sampling_correction",
+                self.importance_sampling_correction is None or self.importance_sampling_correction in IS_CORRECTIONS,
+                f"must be one of {', '.join(IS_CORRECTIONS)}")
+        require(self, "importance_sampling_cap", self.importance_sampling_cap > 0, "must be > 0")
+        require(self, "importance_sampling_min", 0 <= self.importance_sampling_min < self.importance_sampling_cap,
+                "must be >= 0 and below --importance_sampling_cap")
+
+    @property
+    def sampler_correction(self) -> dict | None:
+        """The importance sampling the trainer applies against the sampler (``mode``, ``cap``,
+        ``floor``), or None: ``importance_sampling_correction`` resolved against ``sampling_dtype``."""
+        mode = self.importance_sampling_correction
+        if mode is None:
+            mode = "none" if self.sampling_dtype == "float32" else "token_truncate"
+        if mode in ("none", "off"):
+            return None
+        return {"mode": mode, "cap": self.importance_sampling_cap, "floor": self.importance_sampling_min}

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from ..batch import RolloutBatch
 from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
+from ..generation.sampling_copy import SamplingCopy
 from ..generation.support import cache_kwargs, output_cache
 from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
@@ -41,10 +42,13 @@ class CausalLMPolicy(nn.Module):
         fast_generation: sample with :func:`grpo_seq.generation.sample_tokens` (in-place KV
             cache, one prefill per prompt, a lean decoding loop) where it supports the model and
             options, else with ``model.generate``; False always uses ``model.generate``.
+        sampling_dtype: float32 samples from the trained weights (or, under 16-bit autocast,
+            their 16-bit copy); bfloat16 or int8 from a cheaper copy refreshed before every
+            generate call (:class:`grpo_seq.generation.sampling_copy.SamplingCopy`).
     """
 
     def __init__(self, model: nn.Module, tokenizer=None, share_prompt: bool = True, cast_for_generation: bool = True,
-                 fast_generation: bool = True):
+                 fast_generation: bool = True, sampling_dtype: str = "float32"):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -52,6 +56,8 @@ class CausalLMPolicy(nn.Module):
         self.cast_for_generation = cast_for_generation
         self.fast_generation = fast_generation
         self._cast: tuple[nn.Module, torch.dtype] | None = None  # (16-bit copy, its dtype)
+        self.sampling_dtype = sampling_dtype
+        self._sampling_copy = SamplingCopy(sampling_dtype)
 
     @property
     def has_adapters(self) -> bool:
@@ -195,7 +201,10 @@ class CausalLMPolicy(nn.Module):
     def _generation_model(self) -> nn.Module:
         """The model to sample from: itself, or under 16-bit autocast its 16-bit copy, re-cast
         from the current weights at every call (one pass over the weights, small beside sampling;
-        tensor version counters would miss updates made by fused optimizer kernels)."""
+        tensor version counters would miss updates made by fused optimizer kernels). A
+        ``sampling_dtype`` other than float32 samples from that copy, refreshed the same way."""
+        if self.sampling_dtype != "float32":
+            return self._sampling_copy.refresh(self.model)
         device = next(self.model.parameters()).device
         if not (self.cast_for_generation and torch.is_autocast_enabled(device.type)):
             return self.model
@@ -212,24 +221,41 @@ class CausalLMPolicy(nn.Module):
 
     @torch.no_grad()
     def generate(self, input_ids: Tensor, attention_mask: Tensor, num_return_sequences: int = 1,
-                 **generation_kwargs) -> Tensor:
+                 **generation_kwargs) -> Tensor | tuple[Tensor, Tensor]:
         """``model.generate`` (prompt followed by the new tokens), ``num_return_sequences`` per prompt.
 
         With ``fast_generation`` (the default) this is :func:`grpo_seq.generation.sample_tokens`
         where it supports the model and options (see ``unsupported_reason``); it always runs
-        each prompt once; ``on_token(t)`` then hears each new position. Otherwise ``model.generate``: with ``share_prompt``, each prompt but
-        its last token is run once and its cache copied to its ``num_return_sequences`` rows:
-        the same samples, a G-th of the prompt's cost.
+        each prompt once; ``on_token(t)`` then hears each new position, and ``output_logprobs=True``
+        returns ``(sequences, logprobs)``: the float32 log-probs of the chosen tokens under the
+        sampled (processed) distribution, ``(B * G, new tokens)``. Otherwise ``model.generate``
+        (which gives no log-probs): with ``share_prompt``, each prompt but its last token is run
+        once and its cache copied to its ``num_return_sequences`` rows: the same samples, a G-th
+        of the prompt's cost.
         """
+        device = next(self.model.parameters()).device
+        # A cheaper copy samples in its own precision: autocast would hand its int8 layers bfloat16 inputs.
+        context = torch.autocast(device.type, enabled=False) if self.sampling_dtype != "float32" else contextlib.nullcontext()
+        with context:
+            return self._generate(input_ids, attention_mask, num_return_sequences, **generation_kwargs)
+
+    def _generate(self, input_ids: Tensor, attention_mask: Tensor, num_return_sequences: int,
+                  **generation_kwargs) -> Tensor | tuple[Tensor, Tensor]:
+        """:meth:`generate` in the precision it chose."""
         model = self._generation_model()
         G = num_return_sequences
         on_token = generation_kwargs.pop("on_token", None)  # progress: reported by our own loop only
+        output_logprobs = generation_kwargs.pop("output_logprobs", False)
         # Checkpointed layers in training mode drop the cache, which the fast loop relies on;
         # a row with an empty prompt has no last token to start from.
         if (self.fast_generation and not (self._checkpointing and model.training)
                 and bool(attention_mask.any(-1).all()) and unsupported_reason(model, generation_kwargs) is None):
             return sample_tokens(model, input_ids, attention_mask, num_return_sequences=G, on_token=on_token,
-                                 **generation_kwargs)
+                                 output_logprobs=output_logprobs, **generation_kwargs)
+        if output_logprobs:
+            raise ValueError("CausalLMPolicy.generate: the sampler's log-probs (for importance sampling against a "
+                             f"sampling_dtype {self.sampling_dtype} copy) come from grpo-seq's own sampling loop, "
+                             "which cannot run this model or these options; set importance_sampling_correction none")
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
             cache = output_cache(model(

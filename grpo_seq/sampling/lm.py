@@ -53,6 +53,9 @@ class LMGroupSampler:
         process_index, num_processes: this process's share of the prompts.
         max_context_length: prompt + completion limit (the model's context); a longer prompt is
             an error naming the row.
+        sampler_logprobs: also keep each sampled token's float32 log-prob under the distribution
+            that drew it (``batch.sampler_logp``), for importance sampling against a cheaper
+            sampling copy; the policy's ``generate`` must take ``output_logprobs``.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class LMGroupSampler:
         process_index: int = 0,
         num_processes: int = 1,
         max_context_length: int | None = None,
+        sampler_logprobs: bool = False,
     ):
         if len(dataset) == 0:
             raise ValueError("LMGroupSampler: the dataset is empty")
@@ -94,6 +98,7 @@ class LMGroupSampler:
         self.status: Callable[[str], None] | None = None
         self.process_index, self.num_processes = process_index, num_processes
         self.max_context_length = max_context_length
+        self.sampler_logprobs = sampler_logprobs
         self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
         prepare_tokenizer(tokenizer)
         self.seed, self.epoch, self.shuffle = seed, 0, shuffle
@@ -170,23 +175,30 @@ class LMGroupSampler:
                 )
         device = next(policy.parameters()).device
         prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
-        outs = []
+        outs, logps = [], []
+        extra = {"output_logprobs": True} if self.sampler_logprobs else {}
         for s in range(0, len(rows), self.generation_batch_size):
             sl = slice(s, s + self.generation_batch_size)
-            outs.append(
-                policy.generate(
-                    prompt_ids[sl], prompt_mask[sl], max_new_tokens=self.max_completion_length,
-                    num_return_sequences=G, pad_token_id=self.tokenizer.pad_token_id,
-                    eos_token_id=self.eos_ids, **self.sampling, **self._progress(len(rows) * G),
-                )[:, prompt_ids.shape[1]:]
+            out = policy.generate(
+                prompt_ids[sl], prompt_mask[sl], max_new_tokens=self.max_completion_length,
+                num_return_sequences=G, pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.eos_ids, **self.sampling, **self._progress(len(rows) * G), **extra,
             )
+            if self.sampler_logprobs:
+                out, lp = out
+                logps.append(lp)
+            outs.append(out[:, prompt_ids.shape[1]:])
         if self.status is not None:
             self.status("scoring and updating")
         width = max(o.shape[1] for o in outs)
         pad_id = self.tokenizer.pad_token_id
         tokens = torch.cat([nn.functional.pad(o, (0, width - o.shape[1]), value=pad_id) for o in outs])
-        return text_batch(self.tokenizer, rows, self.prompt_column, G, prompt_ids, prompt_mask, tokens, self.eos_ids,
-                          self.sampling["temperature"], texts)
+        batch = text_batch(self.tokenizer, rows, self.prompt_column, G, prompt_ids, prompt_mask, tokens, self.eos_ids,
+                           self.sampling["temperature"], texts)
+        if logps:
+            logp = torch.cat([nn.functional.pad(lp.float(), (0, width - lp.shape[1])) for lp in logps])
+            batch.sampler_logp = torch.where(batch.mask, logp, torch.zeros_like(logp))
+        return batch
 
 
 def text_batch(

@@ -22,10 +22,13 @@ __all__ = ["GRPOConfig", "TRL_ONLY", "LOSS_TYPES"]
 # accumulated batch: our bnpo on one process (gradients accumulate over micro-batches exactly).
 LOSS_TYPES = {"dapo": "bnpo", "bnpo": "bnpo", "grpo": "grpo", "dr_grpo": "dr_grpo"}
 
+# TRL's vllm_importance_sampling_mode values (grpo-seq's importance_sampling_correction modes).
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
 # TRL GRPOConfig / TrainingArguments options that grpo-seq does not have (refused by name).
 TRL_ONLY = frozenset({
     "use_vllm", "vllm_mode", "vllm_model_impl", "vllm_enable_sleep_mode", "vllm_server_base_url", "vllm_server_host",
-    "vllm_server_port", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size", "vllm_importance_sampling_correction",
+    "vllm_server_port", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size",
     "delta", "importance_sampling_level", "multi_objective_aggregation", "mask_truncated_completions",
     "top_entropy_quantile", "entropy_coef", "use_adaptive_entropy", "use_bias_correction_kl", "off_policy_mask_threshold",
     "min_p", "repetition_penalty", "generation_kwargs", "chat_template_kwargs", "cache_implementation",
@@ -89,9 +92,16 @@ class GRPOConfig:
     sync_ref_model: bool = False
     ref_model_mixup_alpha: float = 0.6
     ref_model_sync_steps: int = 512
+    # TRL corrects vLLM's samples; here they correct those of a cheaper sampling copy (sampling_dtype)
+    vllm_importance_sampling_correction: bool = True
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    vllm_importance_sampling_clip_min: float | None = None
+    vllm_importance_sampling_cap: float | None = None  # TRL's deprecated name of clip_max
     # grpo-seq's own
     overwrite: bool = False
     micro_batch_size: int | None = None
+    sampling_dtype: str = "float32"
 
     def __init__(self, **kwargs: Any) -> None:
         names = [f.name for f in fields(self)]
@@ -129,8 +139,32 @@ class GRPOConfig:
             raise ConfigError(
                 f"GRPOConfig: per_device_train_batch_size x gradient_accumulation_steps ({completions}) must be a "
                 f"multiple of num_generations ({self.num_generations}): each prompt's completions form one group")
+        self._check_importance_sampling()
         if self.model_init_kwargs and set(self.model_init_kwargs) - {"dtype", "torch_dtype"}:
             raise ConfigError(f"GRPOConfig.model_init_kwargs: grpo-seq reads only dtype, got {sorted(self.model_init_kwargs)}")
+
+    def _check_importance_sampling(self) -> None:
+        if self.vllm_importance_sampling_cap is not None:  # TRL: the deprecated name wins over clip_max
+            self.vllm_importance_sampling_clip_max = self.vllm_importance_sampling_cap
+        if self.vllm_importance_sampling_mode not in IS_MODES:
+            raise ConfigError(f"GRPOConfig.vllm_importance_sampling_mode: must be one of {list(IS_MODES)}, "
+                              f"got {self.vllm_importance_sampling_mode!r}")
+        if self.vllm_importance_sampling_clip_max is None:
+            raise ConfigError("GRPOConfig.vllm_importance_sampling_clip_max: grpo-seq needs an upper bound (a number, "
+                              "TRL's default 3.0), got None")
+        if (self.vllm_importance_sampling_clip_min or 0.0) >= self.vllm_importance_sampling_clip_max:
+            raise ConfigError(f"GRPOConfig.vllm_importance_sampling_clip_min ({self.vllm_importance_sampling_clip_min}) "
+                              f"must be less than vllm_importance_sampling_clip_max ({self.vllm_importance_sampling_clip_max})")
+
+    def _importance_sampling(self) -> dict[str, Any]:
+        """TRL's vLLM correction as grpo-seq's: it applies where a cheaper copy samples
+        (``sampling_dtype`` not float32), as TRL's applies where vLLM samples; TRL's defaults."""
+        mode = None
+        if self.sampling_dtype != "float32":
+            mode = self.vllm_importance_sampling_mode if self.vllm_importance_sampling_correction else "none"
+        return dict(sampling_dtype=self.sampling_dtype, importance_sampling_correction=mode,
+                    importance_sampling_cap=float(self.vllm_importance_sampling_clip_max),
+                    importance_sampling_min=float(self.vllm_importance_sampling_clip_min or 0.0))
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -172,4 +206,5 @@ class GRPOConfig:
             use_cpu=self.use_cpu, trust_remote_code=self.trust_remote_code,
             ref_sync_steps=self.ref_model_sync_steps if self.sync_ref_model else 0, overwrite=self.overwrite,
             retain_freed_memory=False,  # a library call: the user's process keeps its malloc settings
+            **self._importance_sampling(),
         )
