@@ -245,19 +245,12 @@ def _private_copy(value: Any) -> Any:
 
     A function that edits what it is given (appends to ``completions``, rewrites a chat message,
     clears a column) would otherwise change what every later function scores and what the
-    batch records, and the run would go on with wrong rewards. Lists, tuples and dicts are
-    rebuilt level by level (a list of str is copied shallowly: a str cannot change), anything
-    else is deep-copied."""
-    kind = type(value)
-    if kind in _ATOMS:
-        return value
-    if kind is list:
-        return list(value) if all(type(v) in _ATOMS for v in value) else [_private_copy(v) for v in value]
-    if kind is tuple:
-        return tuple(_private_copy(v) for v in value)
-    if kind is dict:
-        return {k: _private_copy(v) for k, v in value.items()}
-    return copy.deepcopy(value)
+    batch records, and the run would go on with wrong rewards. A list of plain values (the
+    common case: text completions) is copied shallowly, as they cannot change; anything else is
+    deep-copied."""
+    if type(value) is list and all(type(v) in _ATOMS for v in value):
+        return list(value)
+    return value if type(value) in _ATOMS else copy.deepcopy(value)
 
 
 def check_call(fn: Callable, name: str, keywords: Sequence[str]) -> None:

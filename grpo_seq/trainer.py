@@ -133,6 +133,7 @@ class GRPOTrainer:
         self._nonfinite_in_a_row = self._nonfinite_this_step = 0
         self._num_weights = sum(p.numel() for p in self._params)
         self._start_norm: float | None = None  # the weights' norm before this process's first update
+        self._last_norm: float | None = None  # the weights' norm after the last optimizer step (None: measure afresh)
         self._optimizer_seconds = 0.0  # this step's time in optimizer.step (a phase of perf/step_seconds)
         self._phase_seconds: dict[str, float] = {}
         self.diverged_at: int | None = None  # the step whose update diverged (DivergedError): nothing is saved after it
@@ -467,7 +468,8 @@ class GRPOTrainer:
             optimizer = self.optimizer
         finite = self.accelerator.scaler is not None or bool(torch.isfinite(grad_norm))
         watch = finite and self.config.divergence_factor > 0
-        norm_before = weight_norm(self._params) if watch else 0.0
+        # only the optimizer moves the weights between its steps: the norm after the last is the one before this
+        norm_before = (self._last_norm if self._last_norm is not None else weight_norm(self._params)) if watch else 0.0
         t0 = time.perf_counter()
         if finite:
             optimizer.step()
@@ -483,7 +485,7 @@ class GRPOTrainer:
         global norm by more than ``divergence_factor`` (:func:`grpo_seq.diagnostics.weight_growth`).
         The trainer then refuses to save: the diverged weights never reach a checkpoint or a policy
         folder. The norm is global and the weights equal on every process, so all stop together."""
-        norm_after = weight_norm(self._params)
+        norm_after = self._last_norm = weight_norm(self._params)
         if self._start_norm is None:
             self._start_norm = norm_before
         growth = weight_growth(norm_before, norm_after, self._num_weights)
@@ -494,10 +496,11 @@ class GRPOTrainer:
         if growth <= factor and since_start <= factor:  # NaN fails the tests: diverged too
             return
         self.diverged_at = self.step_count + 1
-        how = (f"in one optimizer step ({norm_before:.3g} -> {norm_after:.3g})" if not growth <= factor else
-               f"since this run's first update here ({self._start_norm:.3g} -> {norm_after:.3g})")
-        grew = growth if not growth <= factor else since_start
-        raise DivergedError(self._divergence_message(f"the weights' norm grew {grew:.3g}-fold {how}"))
+        if not growth <= factor:
+            what = f"{growth:.3g}-fold in one optimizer step ({norm_before:.3g} -> {norm_after:.3g})"
+        else:
+            what = f"{since_start:.3g}-fold since this run's first update here ({self._start_norm:.3g} -> {norm_after:.3g})"
+        raise DivergedError(self._divergence_message(f"the weights' norm grew {what}"))
 
     @torch.no_grad()
     def _check_collapse(self, batch: RolloutBatch, live: Tensor, stats: UpdateStats) -> None:
@@ -659,6 +662,7 @@ class GRPOTrainer:
             except (ValueError, KeyError) as e:
                 raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
         self.step_count, self.env_steps = int(state["step"]), int(state["env_steps"])
+        self._last_norm = None  # the weights were just loaded
         if rng is not None:
             ckpt.set_rng_state(rng["global"])
             ckpt.set_generator_state(self.shuffle_gen, rng["shuffle"])

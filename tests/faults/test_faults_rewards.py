@@ -214,27 +214,21 @@ def test_a_dataset_that_is_not_utf8_is_named_by_file_line_and_byte(run_main, gsm
     assert not out.exists()
 
 
-def test_eval_refuses_a_dev_file_that_is_not_utf8_before_anything_is_written(run_main, tiny_model, tmp_path):
+@pytest.mark.parametrize("program", ["recipes/eval_gsm8k.py", "grpo-seq eval lm"])
+def test_an_evaluation_refuses_a_dev_file_that_is_not_utf8_before_anything_is_written(run_main, tiny_model, tmp_path,
+                                                                                       program):
     import eval_gsm8k
 
-    f = tmp_path / "dev.jsonl"
-    f.write_bytes(LATIN1)
-    out = tmp_path / "eval"
-    res = run_main(eval_gsm8k.cli, ["--model", str(tiny_model), "--dataset", str(f), "--output_dir", str(out)],
-                   script="recipes/eval_gsm8k.py")
-    assert res.code == 2, res
-    assert f"error: {f} line 2: not UTF-8: byte 0xe9 at byte offset 68" in one_error_line(res.err)
-    assert not out.exists()
-
-
-def test_grpo_seq_eval_lm_refuses_a_dev_file_that_is_not_utf8(run_main, tiny_model, tmp_path):
     from grpo_seq.cli.commands import main
 
     f = tmp_path / "dev.jsonl"
     f.write_bytes(LATIN1)
     out = tmp_path / "eval"
-    res = run_main(main, ["eval", "lm", "--model", str(tiny_model), "--dataset", str(f), "--reward_funcs",
-                          "reward_fns:format_reward", "--output_dir", str(out)], script="grpo-seq")
+    common = ["--model", str(tiny_model), "--dataset", str(f), "--output_dir", str(out)]
+    if program == "grpo-seq eval lm":
+        res = run_main(main, ["eval", "lm", *common, "--reward_funcs", "reward_fns:format_reward"], script="grpo-seq")
+    else:
+        res = run_main(eval_gsm8k.cli, common, script=program)
     assert res.code == 2, res
-    assert f"error: {f} line 2: not UTF-8: byte 0xe9" in one_error_line(res.err)
+    assert f"error: {f} line 2: not UTF-8: byte 0xe9 at byte offset 68" in one_error_line(res.err)
     assert not out.exists()
