@@ -10,9 +10,10 @@ same settings (G, prompts per step, learning rate, beta, temperature, completion
 pinned to grpo-seq's objective as benchmarks/lm_vs_trl.py does), one torch thread each. Running
 them at once means whatever else the machine does slows both alike.
 
-Each worker answers the same held-out items greedily at 0, 1/4, 1/2, 3/4 and all of the budget
+Each worker answers the same held-out items greedily at 0, half and all of the budget
 (its training clock paused while it does), with the same evaluation code
-(grpo_seq.eval_lm.score_greedy) and the task's own scorer. Tasks: a reasoning-gym task by name
+(grpo_seq.eval_lm.score_greedy) and the task's own scorer, full marks only (training too: the
+substring partial credit of many tasks is exploitable). Tasks: a reasoning-gym task by name
 (``task`` or ``task:{JSON options}``; training items from generator seed 0, held-out ones from the
 disjoint held-out seed, as recipes/reasoning_gym.py), or ``gsm8k`` (training on
 --gsm8k_dir/train.jsonl, held out: the first --eval_n problems of dev.jsonl; accuracy = the
@@ -73,7 +74,7 @@ def task_setup(text: str, a: argparse.Namespace) -> tuple[dict, list, list, int,
     train = task_items(task, options, "train", 0, a.size)
     held_items = task_items(task, options, "test", 0, a.size, count=a.eval_n)
     held = prompt_rows(task_rows(held_items, train, DEFAULT_SHOTS), None, None, "", source=f"{task} (held out)")
-    fn = task_score(task, options)
+    fn = task_score(task, options, partial_credit=False)  # substring credit is exploitable (reward_fns/reasoning_gym.py)
     return fields, [fn], held, a.tokens, f"rewards/{fn.__name__}"
 
 
@@ -246,8 +247,8 @@ def main() -> None:
     ap.add_argument("--tasks", nargs="+", default=TASKS, help="reasoning-gym task[:JSON options], or gsm8k")
     ap.add_argument("--model", default=MODEL)
     ap.add_argument("--minutes", type=float, default=10.0, help="training wall budget of each system per task")
-    ap.add_argument("--evals", type=int, default=4, help="evaluations after the one at 0, evenly over the budget")
-    ap.add_argument("--eval_n", type=int, default=64, help="held-out items")
+    ap.add_argument("--evals", type=int, default=2, help="evaluations after the one at 0, evenly over the budget")
+    ap.add_argument("--eval_n", type=int, default=48, help="held-out items")
     ap.add_argument("--eval_batch", type=int, default=16)
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--groups", type=int, default=2, help="prompts per step")

@@ -381,9 +381,45 @@ def lm_step_phases() -> tuple[str, list]:
     return text, []
 
 
+def lm_learning_per_minute() -> tuple[str, list]:
+    """Held-out accuracy before and after the same training wall budget, grpo-seq against TRL."""
+    if not (RESULTS / "lm_learning_per_minute/result.json").is_file():
+        return "", []
+    d = load("lm_learning_per_minute/result.json")
+    st, rows, headline = d["settings"], [], []
+    for r in d["rows"]:
+        task = r["task"].split(":")[0] + (" (easier options)" if ":" in r["task"] else "")
+        cells = {}
+        for system in ("grpo-seq", "trl"):
+            pts = r[system].get("points") or [{"accuracy": float("nan")}]
+            cells[system] = (pts[0]["accuracy"], pts[-1]["accuracy"], r[system].get("steps", 0))
+            rows.append([task, "TRL GRPOTrainer" if system == "trl" else system, fmt(pts[0]["accuracy"]),
+                         fmt(pts[-1]["accuracy"]), f"{100 * (pts[-1]['accuracy'] - pts[0]['accuracy']):+.1f}",
+                         str(r[system].get("steps", 0)), fmt(r[system].get("peak_rss_gib"))])
+        (b, o, n), (tb, t, tn) = cells["grpo-seq"], cells["trl"]
+        headline.append(f"{task}: {fmt(b)} -> **{fmt(o)}** ({n} steps) against TRL {fmt(tb)} -> {fmt(t)} ({tn} steps)")
+    text = ("## Learning per CPU minute: held-out accuracy after the same wall budget
+
+"
+            f"Each task trains grpo-seq and TRL's GRPOTrainer side by side, started together, one torch thread each, "
+            f"for {st['minutes']} minutes of training each (the clock paused while a model answers the held-out "
+            f"items), from {st['model']} with the same prompts in the same order, the same reward functions and "
+            f"settings (G = {st['G']}, {st['groups']} prompts a step, lr {st['lr']}, beta {st['beta']}, temperature "
+            f"{st['temperature']}, TRL pinned to grpo-seq's objective). Accuracy: the task's own scorer on "
+            f"{st['eval_n']} held-out items answered greedily (reasoning-gym: items from the held-out generator seed; "
+            "GSM8K: the first problems of dev.jsonl, the correctness reward), before and after; the plot has the "
+            "points between. Steps: optimizer steps taken in the budget.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["task", "system", "before", "after", "points gained", "steps", "peak RSS GiB"], rows)
+            + "\n" + plot("lm_learning_per_minute", "held-out accuracy against training minutes, both systems"))
+    head = [f"Held-out accuracy after {st['minutes']} training minutes on a CPU thread (SmolLM2-135M)",
+            "TRL GRPOTrainer, side by side", "; ".join(headline)]
+    return text, head
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree):
         text, head = fn()
         if text:

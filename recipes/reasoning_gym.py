@@ -17,8 +17,8 @@ the reward. The same run without the recipe: `grpo-seq train-lm --dataset reason
 - Prompt: --shots worked examples (other training items, answered between <answer> tags) as
   earlier chat turns, then the question; each asks for the answer between the tags, which is
   where the scorers read it (grpo_seq/sources/reasoning_gym.py says why the example).
-- Reward: `task`, the task's score_answer built with --task_options (1 right, 0 wrong or no tags,
-  partial credit where the task gives it), plus any reward function by import path.
+- Reward: `task`, the task's score_answer built with --task_options (1 right, 0 wrong or no tags;
+  --partial_credit keeps the task's partial credit), plus any reward function by import path.
 - Default task: chosen by measuring the base model (benchmarks/reasoning_gym_base.py): GRPO learns
   from groups whose rewards differ, so a task the model solves 5% to 50% of the time.
 
@@ -97,6 +97,10 @@ class ReasoningGymConfig(LMJob):
     task_size: int = field(default=1000, metadata={"help": "Training items."})
     shots: int = field(default=DEFAULT_SHOTS, metadata={"help": "Worked examples (other training items) before each "
                                                          "question, as earlier chat turns."})
+    partial_credit: bool = field(
+        default=False, metadata={"help": "Keep the task's partial credit in the reward (off: 1 for full marks, else 0). "
+                                 "Many tasks credit an answer that merely contains the right one, which a policy learns "
+                                 "to exploit (reward_fns/reasoning_gym.py)."})
     eval_size: int = field(default=40, metadata={"help": "Held-out items the trained model answers greedily at the "
                                                   "end, scored into eval_heldout/ (0: none)."})
     eval_max_new_tokens: int = field(default=64, metadata={"help": "Most new tokens of each held-out answer."})
@@ -130,7 +134,7 @@ class ReasoningGymConfig(LMJob):
 
 def build_reward_fns(cfg: ReasoningGymConfig) -> list:
     """``task``: the task's score_answer with its options; anything else by import path."""
-    registry = {"task": task_score(cfg.task, parse_options(cfg.task_options, "--task_options"))}
+    registry = {"task": task_score(cfg.task, parse_options(cfg.task_options, "--task_options"), cfg.partial_credit)}
     return [load_reward_fn(name, registry) for name in cfg.reward_fns]
 
 

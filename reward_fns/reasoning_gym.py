@@ -81,10 +81,15 @@ def score(prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
 score.check_row = _check_row  # type: ignore[attr-defined]
 
 
-def task_score(task: str, options: dict[str, Any] | None = None) -> Callable[..., list[float]]:
+def task_score(task: str, options: dict[str, Any] | None = None, partial_credit: bool = True) -> Callable[..., list[float]]:
     """The reward function of reasoning-gym task ``task`` built with ``options``: its
     ``score_answer`` on each completion's tagged answer. Named after the task (its metric is
-    ``reward/<task>``). An unknown task or option is a ``UsageError`` naming it."""
+    ``reward/<task>``). An unknown task or option is a ``UsageError`` naming it.
+
+    ``partial_credit=False`` keeps only full marks (1.0 for an answer the task scores 1.0, else
+    0.0). Many tasks' default partial credit is ``len(gold) / len(answer)`` for an answer that
+    merely contains the gold one, which a policy can exploit: trained on letter counting with it,
+    the model learned to answer "10.5" (credit for 0, 1 and 5) within a few steps."""
     from grpo_seq.sources.reasoning_gym import make_dataset
 
     scorer = make_dataset(task, options, size=1).score_answer
@@ -93,7 +98,8 @@ def task_score(task: str, options: dict[str, Any] | None = None) -> Callable[...
                     question: Sequence[Any] | None = None, answer: Sequence[Any] | None = None,
                     metadata: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
         entries = _entries(completions, question, answer, metadata)
-        return [_score_one(scorer, completion_text(c), e, task) for c, e in zip(completions, entries)]
+        scores = [_score_one(scorer, completion_text(c), e, task) for c, e in zip(completions, entries)]
+        return scores if partial_credit else [1.0 if s >= 1.0 else 0.0 for s in scores]
 
     task_reward.__name__ = task_reward.__qualname__ = task
     task_reward.__doc__ = f"reasoning-gym's score_answer of task {task} on the answer between <answer> tags."

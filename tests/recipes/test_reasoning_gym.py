@@ -70,6 +70,17 @@ def test_the_task_scorer_gives_a_right_answer_1_and_a_wrong_one_0():
     assert scorer.score(["q"] * 3, chat, columns(rows))[0] == [1.0] * 3 and scorer.names == ["basic_arithmetic"]
 
 
+def test_partial_credit_off_keeps_only_full_marks():
+    rows = task_items("letter_counting", {}, "test", seed=0, size=50, count=1)
+    gold = rows[0]["answer"]
+    padded = [f"<answer>{gold}0.5</answer>"]  # contains the gold answer: letter_counting credits len(gold) / len(answer)
+    partial = len(gold) / len(gold + "0.5")
+    assert task_score("letter_counting")(completions=padded, **columns(rows)) == [pytest.approx(partial)]
+    assert task_score("letter_counting", partial_credit=False)(completions=padded, **columns(rows)) == [0.0]
+    right = [f"<answer>{gold}</answer>"]
+    assert task_score("letter_counting", partial_credit=False)(completions=right, **columns(rows)) == [1.0]
+
+
 def test_bad_tasks_and_options_are_one_line_naming_them():
     with pytest.raises(UsageError, match=r"--task: no reasoning-gym task 'leg_countin' \(did you mean leg_counting"):
         task_score("leg_countin")
