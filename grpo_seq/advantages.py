@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from .config import GRPOConfig
 
 __all__ = [
-    "all_equal", "equal_reward_groups", "outcome_advantages", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
-    "discounted_returns", "compute_advantages",
+    "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
+    "discounted_returns", "compute_advantages", "steps_of_tokens",
 ]
 
 
@@ -59,13 +59,16 @@ def _check_mask(values_t: Tensor, mask_t: Tensor, name: str) -> None:
         raise ValueError(f"mask shape {tuple(mask_t.shape)} differs from {name} shape {tuple(values_t.shape)}")
 
 
-def outcome_advantages(rewards: Tensor, scale_by_std: bool = True) -> Tensor:
+def outcome_advantages(rewards: Tensor, scale_by_std: bool = True, level: str = "group") -> Tensor:
     """``A_i = (r_i - mean(r)) / std(r)`` over each group (outcome supervision).
 
     Args:
         rewards: ``(num_groups, G)``, one scalar reward per output.
         scale_by_std: divide by the group's standard deviation (Bessel-corrected, as
             ``torch.std``); ``False`` gives Dr. GRPO's mean-centred rewards.
+        level: ``"group"`` divides by each group's std; ``"batch"`` by the std of all the rewards
+            given (PPO Lite, arXiv 2508.08221; TRL's ``scale_rewards="batch"``), centring still
+            per group: ``A_i = (r_i - mean_group(r)) / std_batch(r)``.
 
     Returns:
         ``(num_groups, G)`` advantages; 0 for every member of a group whose rewards are equal.
@@ -77,10 +80,65 @@ def outcome_advantages(rewards: Tensor, scale_by_std: bool = True) -> Tensor:
     rewards = rewards.float()
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     flat = all_equal(rewards, None, 1)
-    if scale_by_std:
+    if scale_by_std and level == "batch":
+        std = rewards.std()
+        centred = centred / torch.where(flat.all(), torch.ones_like(std), std)
+    elif scale_by_std:
         std = rewards.std(dim=1, keepdim=True)
         centred = centred / torch.where(flat, torch.ones_like(std), std)
     return torch.where(flat, torch.zeros_like(centred), centred)
+
+
+def _nan_group_normalise(values: Tensor) -> Tensor:
+    """``(x - mean) / std`` along dim 1 over the members that are not NaN (Bessel std), 0 where a
+    value is NaN and for a group whose values are all equal (or fewer than two)."""
+    known = ~torch.isnan(values)
+    x = torch.where(known, values, torch.zeros_like(values))
+    n = known.sum(1, keepdim=True)
+    mean = x.sum(1, keepdim=True) / n.clamp(min=1)
+    centred = torch.where(known, x - mean, torch.zeros_like(x))
+    std = ((centred**2).sum(1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+    flat = all_equal(x, known, 1)
+    return torch.where(flat, torch.zeros_like(x), centred / torch.where(flat, torch.ones_like(std), std))
+
+
+def gdpo_advantages(components: Tensor, weights: Tensor | None = None) -> Tensor:
+    """GDPO's decoupled normalisation of several rewards (arXiv 2601.05242; TRL's
+    ``multi_objective_aggregation="normalize_then_sum"``).
+
+    Each reward function k is normalised within each group on its own,
+    ``z_ik = (r_ik - mean_g(r_k)) / std_g(r_k)``, the weighted sum ``s_i = sum_k w_k z_ik`` is
+    formed, and the advantage is ``s`` normalised over the whole batch, ``A_i = (s_i - mean(s)) / std(s)``:
+    a function whose rewards spread widely cannot drown the others' signal.
+
+    Args:
+        components: ``(num_groups, G, K)`` each function's reward (NaN where it gave none: that
+            term counts 0).
+        weights: ``(K,)``, default all 1.
+
+    Returns:
+        ``(num_groups, G)`` advantages; a group whose members all score alike on every function
+        gets 0, and so does everything when the sums are all equal.
+    """
+    if components.dim() != 3:
+        raise ValueError(f"components must be shaped (num_groups, G, K), got {tuple(components.shape)}")
+    z = _nan_group_normalise(components.float())
+    w = torch.ones(components.shape[-1]) if weights is None else torch.as_tensor(weights, dtype=torch.float32)
+    sums = (z * w.to(z.device)).sum(-1)
+    flat = all_equal(sums.reshape(1, -1), None, 1)
+    centred = sums - sums.mean()
+    return torch.where(flat, torch.zeros_like(centred), centred / torch.where(flat, torch.ones(()), sums.std()))
+
+
+def kl_penalised_rewards(rewards: Tensor, kl_t: Tensor, mask_t: Tensor, beta: float) -> Tensor:
+    """verl's ``use_kl_in_reward``: the KL enters the reward instead of the loss. Per step,
+    ``r_t - beta KL_t`` (``rewards`` and ``kl_t`` shaped ``(B, T)``); per output,
+    ``r_i - beta sum_t KL_it`` over its masked tokens (``rewards`` shaped ``(B,)``). ``kl_t``
+    carries no gradient."""
+    kl_t = torch.where(mask_t.bool(), kl_t.detach().float(), torch.zeros_like(kl_t, dtype=torch.float32))
+    if rewards.dim() == 2:
+        return rewards.float() - beta * kl_t
+    return rewards.float() - beta * kl_t.sum(-1)
 
 
 def broadcast_outcome(advantages: Tensor, mask_t: Tensor) -> Tensor:
@@ -192,21 +250,50 @@ def stepwise_return_advantages(
     return torch.where(flat, torch.zeros_like(centred_t), centred_t) * mask_t
 
 
-def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
+def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
     """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says:
-    ``outcome`` from ``batch.rewards``, ``process`` or ``stepwise`` from ``batch.step_rewards``
-    (``config.scale_rewards``, ``config.gamma`` and ``config.absorb_ended`` apply as in the
+    ``outcome`` from ``batch.rewards`` (or, with ``multi_objective_aggregation=normalize_then_sum``,
+    from ``batch.reward_components`` and ``reward_weights``: :func:`gdpo_advantages`),
+    ``process`` or ``stepwise`` from ``batch.step_rewards`` (``config.scale_rewards``,
+    ``scale_rewards_level``, ``config.gamma`` and ``config.absorb_ended`` apply as in the
     functions above)."""
     G, mask = batch.group_size, batch.mask
+    if config.advantage == "outcome" and getattr(config, "multi_objective_aggregation", "") == "normalize_then_sum":
+        if batch.reward_components is None:
+            raise ValueError("GRPOConfig.multi_objective_aggregation='normalize_then_sum' needs each reward function's "
+                             "values (batch.reward_components); this sampler gives one reward only")
+        comps = batch.reward_components.reshape(-1, G, batch.reward_components.shape[-1])
+        return broadcast_outcome(gdpo_advantages(comps, reward_weights).reshape(-1), mask.float())
     if config.advantage == "outcome":
-        adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards).reshape(-1)
+        level = getattr(config, "scale_rewards_level", "group")
+        adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards, level).reshape(-1)
         return broadcast_outcome(adv, mask.float())
     if batch.step_rewards is None:
         raise ValueError(f"GRPOConfig.advantage={config.advantage!r} needs per-step rewards; this sampler gives none")
-    shape = (batch.num_groups, G, mask.shape[-1])
-    r_t, m_t = batch.step_rewards.reshape(shape), mask.reshape(shape)
+    r_t, m_t = batch.step_rewards, mask
+    if batch.step_index is not None:  # a step spans several tokens (a text env's turn): compare steps
+        r_t, m_t = steps_of_tokens(r_t, m_t, batch.step_index)
+    shape = (batch.num_groups, G, r_t.shape[-1])
+    r_t, m_t = r_t.reshape(shape), m_t.reshape(shape)
     if config.advantage == "process":
         adv_t = process_advantages(r_t, m_t)
     else:
         adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards, config.absorb_ended)
-    return adv_t.reshape(mask.shape)
+    adv_t = adv_t.reshape(batch.batch_size, -1)
+    if batch.step_index is not None:  # each token gets its step's advantage
+        keep = mask.bool() & (batch.step_index >= 0)
+        return adv_t.gather(1, torch.where(keep, batch.step_index, 0)) * keep
+    return adv_t
+
+
+def steps_of_tokens(step_rewards_t: Tensor, mask_t: Tensor, step_index_t: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-step rewards and mask ``(B, S)`` from per-token ones ``(B, T)`` where a step spans
+    several tokens (a text environment's turn): ``r_is = sum_{t in step s} r_it`` (the sampler puts
+    a turn's reward on its last token) and ``m_is = 1`` where member i has a token of step s.
+    ``step_index_t`` holds each token's step, -1 outside the output; S is the most steps of any member."""
+    keep = mask_t.bool() & (step_index_t >= 0)
+    S = int(step_index_t[keep].max()) + 1 if keep.any() else 1
+    idx = torch.where(keep, step_index_t, 0)
+    r_s = step_rewards_t.new_zeros(step_rewards_t.shape[0], S).scatter_add(1, idx, torch.where(keep, step_rewards_t, 0.0))
+    m_s = torch.zeros(keep.shape[0], S, device=keep.device).scatter_add(1, idx, keep.float()) > 0
+    return r_s, m_s

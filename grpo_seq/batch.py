@@ -58,9 +58,9 @@ class TextSamples:
 
 # Fields holding one row per output: checked against the batch size, sliced by select().
 _PER_OUTPUT = ("context", "mask", "group", "rewards", "step_rewards", "old_logp", "ref_logp", "advantages",
-               "prompt_mask", "truncated", "reward_components", "sampler_logp")
+               "prompt_mask", "truncated", "reward_components", "sampler_logp", "step_index")
 # Of those, the ones laid out (B, T) like tokens.
-_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages", "sampler_logp")
+_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages", "sampler_logp", "step_index")
 
 
 @dataclass
@@ -97,6 +97,9 @@ class RolloutBatch:
         sampler_logp: ``(B, T)`` float32 log-probs of the tokens under the distribution that drew
             them (the sampler's processed logits: a cheaper copy's, ``sampling_dtype``), 0 outside
             the mask, or None; the trainer's importance weights correct for it.
+        step_index: ``(B, T)`` long, the env step each token belongs to where a step spans several
+            tokens (a text environment's turn: its reply's tokens), -1 outside the mask; its
+            ``step_rewards`` sit on each step's last token. None where every token is a step.
         metrics: the sampler's and reward functions' own figures for this batch (name -> value),
             logged by the trainer with its own.
         partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
@@ -118,6 +121,7 @@ class RolloutBatch:
     truncated: Tensor | None = None
     reward_components: Tensor | None = None
     sampler_logp: Tensor | None = None
+    step_index: Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     partial: bool = False
 

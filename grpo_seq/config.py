@@ -7,12 +7,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, NoReturn
 
 from .errors import ConfigError
-from .objective import LOSS_TYPES
+from .objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES
 
 __all__ = ["GRPOConfig", "ADVANTAGE_TYPES"]
 
 ADVANTAGE_TYPES = ("outcome", "process", "stepwise")
 LR_SCHEDULES = ("constant", "linear")
+SCALE_LEVELS = ("group", "batch")
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 
 @dataclass
@@ -92,7 +94,10 @@ class GRPOConfig:
         default="grpo",
         metadata={
             "help": "Loss aggregation: grpo (mean over each output's tokens, then over outputs: the paper), "
-            "bnpo (token mean over the batch), dr_grpo (token sum / (outputs * max length))."
+            "bnpo (token mean over the minibatch), dr_grpo (token sum / (outputs * max length)), dapo (token mean "
+            "over the whole step's tokens, all processes), luspo (token sum per output, mean over outputs). Other "
+            "objectives: cispo (sg(min(r, epsilon_high)) A log pi, dapo's mean), sapo (soft gate "
+            "4/tau sigmoid(tau (r-1)) A, grpo's mean), vespo (Gamma-weighted A log pi, dapo's mean)."
         },
     )
     advantage: str = field(
@@ -114,6 +119,101 @@ class GRPOConfig:
             "steps with return-to-go 0 (an absorbing state), so a member that runs on past the others is compared "
             "with stopping instead of with nobody (False: those steps get advantage 0 and are never trained)."
         },
+    )
+    # -- the GRPO family: TRL 1.16's option names (verl's for the KL choices and dynamic sampling) --
+    importance_sampling_level: str = field(
+        default="token",
+        metadata={"help": "token: one ratio pi_theta/pi_old per token (the paper). sequence: GSPO's one ratio per "
+                  "output, exp of its mean token log ratio, clipped as a whole (use a tiny epsilon, e.g. 3e-4/4e-4)."},
+    )
+    delta: float | None = field(
+        default=None,
+        metadata={"help": "Two-sided clipping (INTELLECT-2): the unclipped ratio is capped at delta too, so a "
+                  "negative advantage is never multiplied by an unbounded ratio; > 1 + epsilon_high (None: off)."},
+    )
+    sapo_temperature_pos: float = field(
+        default=1.0, metadata={"help": "loss_type=sapo: gate temperature tau where A > 0 (f(r) = 4/tau sigmoid(tau (r-1)))."}
+    )
+    sapo_temperature_neg: float = field(
+        default=1.05, metadata={"help": "loss_type=sapo: gate temperature tau where A <= 0."}
+    )
+    vespo_k_pos: float = field(
+        default=2.0, metadata={"help": "loss_type=vespo: power k of the Gamma weight phi(w) = e^lambda w^k e^(-lambda w) where A >= 0."}
+    )
+    vespo_lambda_pos: float = field(default=3.0, metadata={"help": "loss_type=vespo: decay lambda where A >= 0."})
+    vespo_k_neg: float = field(default=3.0, metadata={"help": "loss_type=vespo: power k where A < 0."})
+    vespo_lambda_neg: float = field(default=2.0, metadata={"help": "loss_type=vespo: decay lambda where A < 0."})
+    scale_rewards_level: str = field(
+        default="group",
+        metadata={"help": "With scale_rewards: divide by the std of each group's rewards (group), or of the whole "
+                  "batch's on this process (batch: PPO Lite, TRL's scale_rewards='batch'); centring stays per group."},
+    )
+    multi_objective_aggregation: str = field(
+        default="sum_then_normalize",
+        metadata={"help": "Several reward functions: sum_then_normalize (weighted sum, then the group advantage) or "
+                  "normalize_then_sum (GDPO: each function's rewards normalised within the group, weighted sum, then "
+                  "normalised over the batch)."},
+    )
+    mask_truncated_completions: bool = field(
+        default=False,
+        metadata={"help": "Leave outputs cut off at the length limit out of the loss (DAPO); their group's advantages "
+                  "still count them. Needs a sampler that marks them (text)."},
+    )
+    top_entropy_quantile: float = field(
+        default=1.0,
+        metadata={"help": "Train on the top-rho of tokens by the policy's entropy only (Beyond the 80/20 rule: 0.2), "
+                  "the quantile taken over each forward pass's tokens; 1 keeps all."},
+    )
+    entropy_coef: float = field(
+        default=0.0,
+        metadata={"help": "TRL's entropy bonus: the loss subtracts entropy_coef times the token mean of the entropy, "
+                  "whatever loss_type (ent_coef instead aggregates it like the loss). Needs entropy with a gradient."},
+    )
+    use_adaptive_entropy: bool = field(
+        default=False,
+        metadata={"help": "Skywork-OR1's adaptive entropy: after each optimizer step entropy_coef moves up by "
+                  "entropy_coef_delta while the entropy is at or below entropy_target, else down; applied only then."},
+    )
+    entropy_coef_min: float = field(default=0.0, metadata={"help": "Adaptive entropy: lowest coefficient."})
+    entropy_coef_max: float = field(default=1.0, metadata={"help": "Adaptive entropy: highest coefficient."})
+    entropy_coef_delta: float = field(default=0.005, metadata={"help": "Adaptive entropy: step of the coefficient."})
+    entropy_target: float = field(default=0.2, metadata={"help": "Adaptive entropy: target token-mean entropy (nats)."})
+    off_policy_mask_threshold: float | None = field(
+        default=None,
+        metadata={"help": "DeepSeek-V3.2's off-policy sequence mask: drop an output with A < 0 whose mean "
+                  "log(pi_sampler / pi_theta) over its tokens exceeds this (e.g. 0.5; None: off)."},
+    )
+    use_bias_correction_kl: bool = field(
+        default=False,
+        metadata={"help": "Multiply each token's KL by its ratio pi_theta/pi_old (DeepSeek-V3.2): the k3 gradient "
+                  "becomes the reverse KL's off-policy too. TRL's default is True; ours keeps the paper's term."},
+    )
+    kl_estimator: str = field(
+        default="k3",
+        metadata={"help": "KL estimator (verl's kl_loss_type), l = log(pi/pi_ref): k1 = l (unbiased value, zero "
+                  "expected gradient), k2 = l^2/2 (its gradient is the reverse KL's), k3 = e^-l + l - 1 (unbiased "
+                  "value, >= 0; the paper's)."},
+    )
+    kl_in_reward: bool = field(
+        default=False,
+        metadata={"help": "verl's use_kl_in_reward: subtract beta * KL (summed over an output's tokens, or per step "
+                  "for per-step advantages) from the rewards before the advantages, and drop the KL term of the loss."},
+    )
+    sync_ref_model: bool = field(
+        default=False,
+        metadata={"help": "TR-DPO: every ref_model_sync_steps steps the reference moves toward the policy, "
+                  "pi_ref <- alpha pi_theta + (1 - alpha) pi_ref (a soft ref_sync_steps)."},
+    )
+    ref_model_mixup_alpha: float = field(default=0.6, metadata={"help": "sync_ref_model: the mix alpha in (0, 1]."})
+    ref_model_sync_steps: int = field(default=512, metadata={"help": "sync_ref_model: steps between mixes."})
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO's dynamic sampling (verl's filter_groups): drop the groups whose rewards are all "
+                  "equal and draw more until the step's num_groups are filled or max_resample_rounds run out; then "
+                  "train on the groups kept. Each process fills its own share."},
+    )
+    max_resample_rounds: int = field(
+        default=3, metadata={"help": "dynamic_sampling: most extra draws per step after the first (0: filter only)."}
     )
     seed: int = field(default=0, metadata={"help": "Seed of every RNG (python, numpy, torch, the samplers)."})
     output_dir: str | None = field(
@@ -169,6 +269,7 @@ class GRPOConfig:
         self._check_batch_and_optimizer()
         self._check_update()
         self._check_objective()
+        self._check_family()
         self._check_run()
 
     def _fail(self, name: str, why: str) -> NoReturn:
@@ -237,6 +338,47 @@ class GRPOConfig:
             self._fail("advantage", f"must be one of {ADVANTAGE_TYPES}")
         if not 0 < self.gamma <= 1:
             self._fail("gamma", "must be in (0, 1]")
+
+    def _check_family(self) -> None:
+        """The variants of the objective, the KL, the reference's moves and dynamic sampling."""
+        for name, allowed in (("importance_sampling_level", IS_LEVELS), ("scale_rewards_level", SCALE_LEVELS),
+                              ("multi_objective_aggregation", AGGREGATIONS), ("kl_estimator", KL_ESTIMATORS)):
+            if getattr(self, name) not in allowed:
+                self._fail(name, f"must be one of {allowed}")
+        if self.delta is not None and self.loss_type in ("cispo", "sapo", "vespo"):
+            self._fail("delta", f"bounds the clipped surrogate, which loss_type={self.loss_type} does not use; leave it None")
+        if self.delta is not None and not self.delta > 1 + (self.epsilon if self.epsilon_high is None else self.epsilon_high):
+            self._fail("delta", "must be > 1 + epsilon_high (the clip's upper bound), or None to turn it off")
+        if self.loss_type == "cispo" and self.epsilon_high is None:
+            self._fail("epsilon_high", "loss_type=cispo reads it as the weight ceiling eps_max (ScaleRL: 5.0); set it")
+        for name in ("sapo_temperature_pos", "sapo_temperature_neg", "vespo_lambda_pos", "vespo_lambda_neg"):
+            if not getattr(self, name) > 0:
+                self._fail(name, "must be > 0")
+        for name in ("vespo_k_pos", "vespo_k_neg", "entropy_coef", "entropy_coef_min", "entropy_coef_delta",
+                     "entropy_target", "max_resample_rounds"):
+            if getattr(self, name) < 0:
+                self._fail(name, "must be >= 0")
+        if not 0 <= self.top_entropy_quantile <= 1:
+            self._fail("top_entropy_quantile", "must be in [0, 1] (1 keeps every token)")
+        if not self.entropy_coef_min <= self.entropy_coef_max:
+            self._fail("entropy_coef_max", "must be >= entropy_coef_min")
+        if self.off_policy_mask_threshold is not None and self.off_policy_mask_threshold < 0:
+            self._fail("off_policy_mask_threshold", "must be >= 0, or None to turn the mask off")
+        if self.kl_in_reward and self.beta == 0:
+            self._fail("kl_in_reward", "needs beta > 0 (the KL's weight in the reward)")
+        if self.kl_in_reward and self.multi_objective_aggregation != "sum_then_normalize":
+            self._fail("kl_in_reward", "penalises the summed reward; it needs multi_objective_aggregation=sum_then_normalize")
+        for name, value in (("scale_rewards_level", "batch"), ("multi_objective_aggregation", "normalize_then_sum")):
+            if getattr(self, name) == value and self.advantage != "outcome":
+                self._fail(name, f"{value} normalises outcome rewards; it needs advantage=outcome")
+        if not 0 < self.ref_model_mixup_alpha <= 1:
+            self._fail("ref_model_mixup_alpha", "must be in (0, 1]")
+        if self.ref_model_sync_steps < 1:
+            self._fail("ref_model_sync_steps", "must be >= 1")
+        if self.sync_ref_model and self.ref_sync_steps:
+            self._fail("sync_ref_model", "mixes the reference toward the policy; ref_sync_steps resets it: use one (set ref_sync_steps=0)")
+        if self.sync_ref_model and self.beta == 0:
+            self._fail("sync_ref_model", "needs beta > 0 (with beta = 0 there is no reference)")
 
     def _check_run(self) -> None:
         """The seed, trackers and checkpoints."""

@@ -25,14 +25,18 @@ from accelerate.utils import DistributedType, gather_object, set_seed
 from torch import Tensor, nn
 
 from . import checkpoint as ckpt
-from .advantages import compute_advantages, equal_reward_groups
+from .advantages import compute_advantages, equal_reward_groups, kl_penalised_rewards
 from .batch import RolloutBatch
 from .config import GRPOConfig
 from .diagnostics import SignalWatch, weight_growth, weight_norm
+from .dynamic_sampling import fill_informative
+from .entropy_control import EntropyControl
 from .errors import ConfigError, DivergedError, NonFiniteError
 from .launch_record import launch_record
 from .metrics import JsonlLogger
-from .objective import SAMPLING_MEANS, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
+from .objective import (REDUCTIONS, SAMPLING_MEANS, LossVariant, aggregate, grpo_loss, importance_weights, kl_estimate,
+                        sampler_log_ratio, sampler_mismatch_stats)
+from .reference import mix_reference
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, link_folder, save_policy
@@ -107,7 +111,15 @@ class GRPOTrainer:
         if config.ent_coef > 0 and not getattr(policy, "entropy_has_grad", False):
             raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {type(policy).__name__} gives no entropy with a "
                               "gradient (a language model's is a statistic only); set ent_coef to 0")
+        if (config.entropy_coef > 0 or config.use_adaptive_entropy) and not getattr(policy, "entropy_has_grad", False):
+            raise ConfigError(f"GRPOConfig.entropy_coef={config.entropy_coef}: {type(policy).__name__} gives no entropy with "
+                              "a gradient (a language model's is a statistic only); set entropy_coef to 0 and "
+                              "use_adaptive_entropy to false")
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
+        self._variant = LossVariant.from_config(config)  # the GRPO family's per-token choices
+        self.entropy_control = EntropyControl.from_config(config)
+        self._unseen_tokens = 0  # tokens this step drew in groups that dynamic sampling dropped
+        self._step_tokens: Tensor | None = None  # loss_type=dapo's normaliser for this step
         # importance sampling against a sampler that is not the policy (LMJob.sampler_correction), or None
         self._correction: dict[str, Any] | None = getattr(config, "sampler_correction", None)
         # A missing or damaged --resume_from is refused before anything is created or written.
@@ -148,6 +160,9 @@ class GRPOTrainer:
         cfg = self.config
         self.ref_policy = None
         self.ref_is_base = cfg.beta > 0 and getattr(policy, "has_adapters", False)
+        if self.ref_is_base and cfg.sync_ref_model:
+            raise ValueError("GRPOConfig.sync_ref_model: a LoRA policy's reference is its base model with the adapters "
+                             "disabled and cannot move toward the policy; set sync_ref_model=false")
         if self.ref_is_base and cfg.ref_sync_steps:
             raise ValueError(
                 "GRPOConfig.ref_sync_steps: a LoRA policy's reference is its base model with the adapters "
@@ -216,19 +231,21 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         batch = self._collect()
         t_sample = time.perf_counter() - t0
-        batch.advantages = compute_advantages(batch, self.config)
-        live = self._rows_with_gradient(batch)
-        self._score_old_and_ref(batch, live)
+        self._score_ref(batch)
+        batch.advantages = self._advantages(batch)
+        train = self._for_loss(batch)
+        live = self._rows_with_gradient(train)
+        self._score_old(train, live)
         t_scored = time.perf_counter()
         self.last_batch = batch
         lr = self._set_lr(progress)
         self._optimizer_seconds = 0.0
-        stats = self._update(batch, live)
+        stats = self._update(train, live)
         # where the step's time went: sampling, old/reference scoring, forward/backward, optimizer
         self._phase_seconds = {"perf/score_seconds": t_scored - t0 - t_sample,
                                "perf/backward_seconds": time.perf_counter() - t_scored - self._optimizer_seconds,
                                "perf/optimizer_seconds": self._optimizer_seconds}
-        self._check_collapse(batch, live, stats)
+        self._check_collapse(train, live, stats)
         self.step_count += 1
         self._maybe_sync_reference()
         metrics = self._metrics(batch, live, stats, lr, t0, t_sample)
@@ -239,6 +256,30 @@ class GRPOTrainer:
         return metrics
 
     def _collect(self) -> RolloutBatch:
+        """The step's groups (:meth:`_draw`); with ``dynamic_sampling`` only groups whose rewards
+        differ, drawn again while too few (:func:`grpo_seq.dynamic_sampling.fill_informative`)."""
+        cfg = self.config
+        if not cfg.dynamic_sampling:
+            return self._draw()
+        budget = getattr(self.sampler, "step_budget", None)  # env steps this process may still take (a job's)
+        if budget is None:
+            batch, self._unseen_tokens = fill_informative(self._draw, cfg.num_groups, cfg.max_resample_rounds)
+            return batch
+
+        def draw() -> RolloutBatch:  # each draw spends the budget the next one gets
+            batch = self._draw()
+            self.sampler.step_budget -= batch.num_tokens
+            return batch
+
+        try:
+            batch, self._unseen_tokens = fill_informative(
+                draw, cfg.num_groups, cfg.max_resample_rounds,
+                can_draw=lambda: self.sampler.step_budget >= cfg.num_groups * cfg.num_generations)
+        finally:
+            self.sampler.step_budget = budget
+        return batch
+
+    def _draw(self) -> RolloutBatch:
         """G outputs per group from the sampler, rewards filled in, on the training device."""
         cfg, acc = self.config, self.accelerator
         self.model.eval()
@@ -260,22 +301,56 @@ class GRPOTrainer:
         ``-min(r A, clip(r) A)``, exactly 0 with a zero gradient where A = 0: an output with A = 0 at
         every token (a group whose rewards are all equal) needs no forward or backward pass (unless
         an entropy bonus gives every token a gradient). The loss keeps the whole batch's counts in its denominators, so the update does not change."""
-        if self.config.skip_zero_advantage and self.config.beta == 0 and self.config.ent_coef == 0:
+        cfg = self.config
+        # a token mean of the entropy, or its quantile, covers zero-advantage tokens too
+        entropy_free = cfg.ent_coef == 0 and not self.entropy_control.active and cfg.top_entropy_quantile == 1.0
+        if cfg.skip_zero_advantage and cfg.beta == 0 and entropy_free:
             return ((batch.advantages != 0) & batch.mask).any(-1)
         return torch.ones(batch.batch_size, dtype=torch.bool, device=batch.tokens.device)
 
-    def _score_old_and_ref(self, batch: RolloutBatch, live: Tensor) -> None:
-        """``batch.ref_logp`` under the reference (beta > 0) and ``batch.old_logp`` under the
-        sampling policy when it will be updated more than once; with one update pi_old is
-        pi_theta, and its log-probs are the current ones, detached, at no cost."""
+    def _score_ref(self, batch: RolloutBatch) -> None:
+        """``batch.ref_logp`` under the reference (beta > 0)."""
         with self.accelerator.autocast():
             if self.ref_policy is not None:
                 batch.ref_logp = self._score(self.ref_policy, batch)
             elif self.ref_is_base:
                 with self.policy.adapters_disabled():
                     batch.ref_logp = self._score(self.policy, batch)
-            if self.config.mu * self.config.num_minibatches > 1:
+
+    def _score_old(self, batch: RolloutBatch, live: Tensor) -> None:
+        """``batch.old_logp`` under the sampling policy when it will be updated more than once; with
+        one update pi_old is pi_theta, and its log-probs are the current ones, detached, at no cost."""
+        if self.config.mu * self.config.num_minibatches > 1 and batch.old_logp is None:
+            with self.accelerator.autocast():
                 batch.old_logp = self._score(self.policy, batch, rows=live)
+
+    def _advantages(self, batch: RolloutBatch) -> Tensor:
+        """:func:`grpo_seq.advantages.compute_advantages` (the scorer's weights for GDPO); with
+        ``kl_in_reward``, of the rewards less ``beta`` times the policy's KL from the reference
+        (:func:`grpo_seq.advantages.kl_penalised_rewards`; ``batch.rewards`` stays as sampled)."""
+        cfg = self.config
+        weights = getattr(self.score_fn, "weights", None)
+        if not cfg.kl_in_reward:
+            return compute_advantages(batch, cfg, weights)
+        with self.accelerator.autocast():
+            logp = self._score(self.policy, batch)  # pi_old: the policy that sampled
+        if cfg.mu * cfg.num_minibatches > 1:
+            batch.old_logp = logp
+        kl_t = kl_estimate(logp, batch.ref_logp, cfg.kl_estimator)
+        name = "rewards" if cfg.advantage == "outcome" else "step_rewards"
+        penalised = kl_penalised_rewards(getattr(batch, name), kl_t, batch.mask, cfg.beta)
+        batch.metrics["reward/kl_penalty"] = float(cfg.beta * torch.where(batch.mask, kl_t, 0.0).sum(-1).mean())
+        return compute_advantages(dataclasses.replace(batch, **{name: penalised}), cfg, weights)
+
+    def _for_loss(self, batch: RolloutBatch) -> RolloutBatch:
+        """The batch the loss sees: with ``mask_truncated_completions`` the outputs cut off at the
+        length limit keep their place (and their group's advantages) but no token in the loss."""
+        if not self.config.mask_truncated_completions:
+            return batch
+        if batch.truncated is None:
+            raise ConfigError(f"GRPOConfig.mask_truncated_completions: {type(self.sampler).__name__} marks no output as "
+                              "truncated (batch.truncated); set it to false")
+        return dataclasses.replace(batch, mask=batch.mask & ~batch.truncated.bool()[:, None])
 
     @torch.no_grad()
     def _score(self, policy: nn.Module, batch: RolloutBatch, rows: Tensor | None = None) -> Tensor:
@@ -303,15 +378,35 @@ class GRPOTrainer:
         stats = UpdateStats(tokens=torch.zeros((), device=self.accelerator.device))
         self._nonfinite_this_step = 0
         B = batch.batch_size
-        mb = B // cfg.num_minibatches
+        if REDUCTIONS[cfg.loss_type] == "dapo":  # the step's tokens over all processes, per optimizer step and process
+            total = self.accelerator.reduce(batch.mask.sum().float().reshape(1), "sum")[0]
+            self._step_tokens = total / (self.accelerator.num_processes * cfg.num_minibatches)
         for _ in range(cfg.mu):
             order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
-            for k in range(cfg.num_minibatches):
-                idx = order[k * mb : (k + 1) * mb].to(self.accelerator.device)
+            # equal parts (dynamic sampling may keep a batch that num_minibatches does not divide)
+            for idx in order.tensor_split(cfg.num_minibatches):
+                idx = idx.to(self.accelerator.device)
+                before = self._entropy_sums(stats)
                 stats.losses.append(self._accumulate_gradients(batch, idx, live, stats))
                 stats.grad_norms.append(torch.as_tensor(self._optimizer_step(), device=self.accelerator.device)
                                         .detach().float())
+                self._adapt_entropy(stats, before)
         return stats
+
+    def _entropy_sums(self, stats: UpdateStats) -> Tensor | None:
+        """``[sum of token entropies, tokens]`` trained so far this step (adaptive entropy only)."""
+        if not self.entropy_control.adaptive:
+            return None
+        return torch.stack([torch.as_tensor(stats.token_sums.get("entropy", 0.0)).float().cpu(),
+                            torch.as_tensor(stats.tokens).float().cpu()])
+
+    def _adapt_entropy(self, stats: UpdateStats, before: Tensor | None) -> None:
+        """After an optimizer step: the token-mean entropy of what it trained, over all processes,
+        moves the adaptive entropy coefficient (:class:`grpo_seq.entropy_control.EntropyControl`)."""
+        if before is None:
+            return
+        window = self.accelerator.reduce((self._entropy_sums(stats) - before).to(self.accelerator.device), "sum")
+        self.entropy_control.update(float(window[0] / window[1].clamp(min=1.0)))
 
     def _accumulate_gradients(self, batch: RolloutBatch, idx: Tensor, live: Tensor, stats: UpdateStats) -> Tensor:
         """Backward passes over minibatch ``idx`` in micro-batches of the rows that have a gradient;
@@ -325,7 +420,10 @@ class GRPOTrainer:
         if stand_in:
             rows = idx[:1]
         chunks = rows.split(cfg.micro_batch_size or len(idx)) if len(rows) else ()
-        counts = {"max_len": batch.tokens.shape[1], "num_outputs": len(idx), "num_tokens": batch.mask[idx].sum()}
+        counts = {"max_len": batch.tokens.shape[1], "num_outputs": len(idx), "num_tokens": batch.mask[idx].sum(),
+                  "entropy_tokens": batch.mask[idx].sum()}
+        if self._step_tokens is not None:
+            counts["num_tokens"] = self._step_tokens
         mb_loss = torch.zeros((), device=acc.device)
         for j, chunk in enumerate(chunks):
             sub = batch.select(chunk)
@@ -377,26 +475,32 @@ class GRPOTrainer:
         logp_t, entropy_t = self.model(sub)
         old_logp_t = logp_t.detach() if sub.old_logp is None or stand_in else sub.old_logp
         is_weight_t, sampling = self._importance_weights(sub, old_logp_t)
+        coef = 0.0 if stand_in else self.entropy_control.applied()
+        variant = self._variant if coef == self._variant.entropy_coef else dataclasses.replace(self._variant, entropy_coef=coef)
         loss, stats = grpo_loss(
             logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
-            beta=cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
+            beta=0.0 if cfg.kl_in_reward else cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
             ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t, is_weight_t=is_weight_t,
+            variant=variant, sampler_logp_t=sub.sampler_logp,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
         return loss, {**stats, **sampling}
 
     def _maybe_sync_reference(self) -> None:
-        every = self.config.ref_sync_steps
+        """A hard reset every ``ref_sync_steps`` steps, or TR-DPO's soft mix every ``ref_model_sync_steps``."""
+        cfg = self.config
+        every = cfg.ref_sync_steps
         if every and self.ref_policy is not None and self.step_count % every == 0:
             self.ref_policy.load_state_dict(self.policy.state_dict())
+        if cfg.sync_ref_model and self.ref_policy is not None and self.step_count % cfg.ref_model_sync_steps == 0:
+            mix_reference(self.ref_policy, self.policy, cfg.ref_model_mixup_alpha)
 
     def _metrics(self, batch: RolloutBatch, live: Tensor, stats: UpdateStats, lr: float, t0: float,
                  t_sample: float) -> dict[str, float]:
         """The step's metrics over all processes: per-output values gathered (exact std and max),
         token statistics as token means, the rest averaged."""
         acc = self.accelerator
-        rewards = acc.gather(batch.rewards.float().contiguous())
-        lengths = acc.gather(batch.lengths().float().contiguous())
+        rewards, lengths = self._gather_rows(batch.rewards.float().contiguous(), batch.lengths().float().contiguous())
         grouped = rewards.reshape(-1, batch.group_size)
         self._grouped_rewards = grouped  # every process's groups, for the signal watch
         zero = torch.zeros((), device=acc.device)
@@ -420,7 +524,11 @@ class GRPOTrainer:
         }
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics.update(self._sampling_metrics(stats))
+        if self.entropy_control.active:
+            metrics["policy/entropy_coef"] = self.entropy_control.applied()
         tokens = int(lengths.sum())
+        if self.config.dynamic_sampling:  # the dropped groups' steps were sampled too
+            tokens += int(acc.reduce(torch.tensor([float(self._unseen_tokens)], device=acc.device), "sum")[0])
         self.env_steps += tokens
         seconds = time.perf_counter() - t0
         metrics.update({
@@ -432,6 +540,15 @@ class GRPOTrainer:
             "perf/torch_threads": torch.get_num_threads(), **self._phase_seconds,
         })
         return metrics
+
+    def _gather_rows(self, *values: Tensor) -> list[Tensor]:
+        """Per-output values of every process, concatenated; with dynamic sampling the processes may
+        hold different numbers of outputs, so each is padded to the longest and the padding dropped."""
+        acc = self.accelerator
+        if not self.config.dynamic_sampling or acc.num_processes == 1:
+            return [acc.gather(v) for v in values]
+        real = acc.gather(acc.pad_across_processes(torch.ones(len(values[0]), device=acc.device), dim=0)).bool()
+        return [acc.gather(acc.pad_across_processes(v, dim=0))[real] for v in values]
 
     def _sampling_metrics(self, stats: UpdateStats) -> dict[str, float]:
         """The sampler-versus-policy statistics over all processes (with a correction only): token
@@ -617,13 +734,15 @@ class GRPOTrainer:
         target = ckpt.checkpoint_dir(self.output_dir, self.step_count)
         if acc.is_main_process:
             self._check_finite_weights(target)
-            moving_ref = self.ref_policy if self.config.ref_sync_steps else None  # else: the initial policy
+            moving = self.config.ref_sync_steps or self.config.sync_ref_model
+            moving_ref = self.ref_policy if moving else None  # else: the initial policy
             self._checkpointed_step = self.step_count
             ckpt.write_checkpoint(
                 self.output_dir, self.step_count, policy=self.policy,
                 optimizer_state=self.optimizer.state_dict() if self.config.save_optimizer else None,
                 trainer_state={"step": self.step_count, "env_steps": self.env_steps, "num_processes": acc.num_processes,
                                "signal": dataclasses.asdict(self.signal),
+                               "entropy_control": dataclasses.asdict(self.entropy_control),
                                "config": self.config.to_dict(), "extra": extra() if callable(extra) else (extra or {})},
                 rng_states=rng_states, ref_policy=moving_ref, keep=self.config.save_total_limit,
             )
@@ -653,6 +772,8 @@ class GRPOTrainer:
             raise
         if isinstance(state.get("signal"), dict):
             self.signal = SignalWatch(**state["signal"])
+        if isinstance(state.get("entropy_control"), dict):
+            self.entropy_control = EntropyControl(**state["entropy_control"])
         if optimizer_state is None:
             logger.warning("%s holds no optimizer state (saved with save_optimizer=False): Adam's moments start "
                            "afresh, so this run will not repeat the uninterrupted one exactly", folder)
