@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .advantages import compute_advantages, outcome_advantages, process_advantages, stepwise_return_advantages
     from .batch import RolloutBatch
     from .config import GRPOConfig
+    from .envs.text import TextEnvGroupSampler
     from .objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
     from .policies import CategoricalMLPPolicy, CausalLMPolicy
     from .policies.actor import make_actor
@@ -37,6 +38,7 @@ _SUBMODULE = {
     "make_actor": ".policies.actor",
     "RewardScorer": ".rewards", "load_reward_fn": ".rewards",
     "EnvGroupSampler": ".sampling", "GroupSampler": ".sampling", "LMGroupSampler": ".sampling",
+    "TextEnvGroupSampler": ".envs.text",
     "load_policy": ".serialization", "save_policy": ".serialization",
     "GRPOTrainer": ".trainer",
     "GRPO": ".sb3",
@@ -44,7 +46,7 @@ _SUBMODULE = {
 
 __all__ = [
     "GRPOConfig", "GRPOTrainer", "RolloutBatch", "GroupSampler", "EnvGroupSampler", "CategoricalMLPPolicy",
-    "CausalLMPolicy", "LMGroupSampler", "RewardScorer", "load_reward_fn",
+    "CausalLMPolicy", "LMGroupSampler", "TextEnvGroupSampler", "RewardScorer", "load_reward_fn",
     "outcome_advantages", "process_advantages", "stepwise_return_advantages", "compute_advantages",
     "token_logprobs", "probability_ratio", "k3_kl", "clipped_surrogate", "aggregate", "grpo_loss",
     "save_policy", "load_policy", "GRPO",

@@ -2,12 +2,14 @@
 
     grpo-seq train-lm --model MODEL --dataset prompts.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq train-env --env_id CartPole-v1
+    grpo-seq train-text-env --model MODEL --env_id textarena:GuessTheNumber-v0
     grpo-seq run runs/<run>/config.json --output_dir runs/again   # any job spec file, by its kind
     grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq eval env --policy runs/<run>/policy --env_id CartPole-v1
     grpo-seq launch --num_processes 2 recipes/cartpole.py   # accelerate launch, quiet
     grpo-seq record --policy runs/<run>/policy --out agent.gif
     grpo-seq plot runs/<run> [runs/<other> ...]
+    grpo-seq serve --port 8000 --store runs/service   # the HTTP service and its page
 
 Each subcommand hands the rest of the command line to its program, which parses it itself
 (:func:`grpo_seq.cli.parse.parse_config`): the options are the recipes' own. The working folder is
@@ -36,6 +38,12 @@ def _train_env(argv: list[str]) -> None:
     train_env(argv)
 
 
+def _train_text_env(argv: list[str]) -> None:
+    from .programs import train_text_env
+
+    train_text_env(argv)
+
+
 def _run(argv: list[str]) -> None:
     """``grpo-seq run SPEC [flags]``: the training program of the spec's kind, with ``--config SPEC``."""
     from ..errors import UsageError
@@ -47,7 +55,7 @@ def _run(argv: list[str]) -> None:
             raise UsageError("grpo-seq run: give a job spec file first (YAML or JSON: a run folder's config.json is "
                              "one), then any options to override")
         kind = read_mapping(argv[0]).get("kind")
-        programs = {"env": "train-env", "lm": "train-lm"}
+        programs = {"env": "train-env", "lm": "train-lm", "text_env": "train-text-env"}
         if kind not in programs:
             raise UsageError(f"grpo-seq run {argv[0]}: its 'kind' is {kind!r}; a job spec names one of "
                              f"{sorted(programs)}")
@@ -84,16 +92,27 @@ def _plot(argv: list[str]) -> None:
     plot(argv)
 
 
+def _serve(argv: list[str]) -> None:
+    """``grpo-seq serve``: the HTTP service, a door of its own, run as ``python -m grpo_seq.serve``
+    runs it (by module name: one door imports no other)."""
+    import runpy
+
+    sys.argv = ["grpo-seq serve", *argv]
+    runpy.run_module("grpo_seq.serve", run_name="__main__", alter_sys=True)
+
+
 # name -> (what it does, the program); "eval" has two of its own.
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "train-lm": ("train a language model on prompts and reward functions", _train_lm),
     "train-env": ("train a policy on a discrete-action gymnasium env", _train_env),
+    "train-text-env": ("train a language model acting over several turns in a text environment", _train_text_env),
     "run": ("run a job spec file (a run folder's config.json repeats that run)", _run),
     "eval lm": ("greedy completions of a dataset, scored by reward functions", _eval_lm),
     "eval env": ("greedy episodes of a saved env policy", _eval_env),
     "launch": ("accelerate launch, quiet: several processes or GPUs, a failure as one line", _launch),
     "record": ("a greedy episode of a saved env policy as a GIF", _record),
     "plot": ("learning curves of run folders", _plot),
+    "serve": ("the HTTP service: train, watch and query models (the serve extra)", _serve),
 }
 
 

@@ -22,10 +22,12 @@ from ..jobs.env import run_env_job
 from ..jobs.env_spec import EnvJob
 from ..jobs.lm import run_lm_job
 from ..jobs.lm_spec import LMJob
+from ..jobs.text_env import run_text_env_job
+from ..jobs.text_env_spec import TextEnvJob
 from .errors import NoteRunDir, cli_errors
 from .parse import parse_config
 
-__all__ = ["train_env", "train_lm", "working_folder_importable", "quiet_libraries"]
+__all__ = ["train_env", "train_lm", "train_text_env", "working_folder_importable", "quiet_libraries"]
 
 
 def working_folder_importable() -> None:
@@ -67,3 +69,13 @@ def train_lm(argv: list[str] | None = None, cls: type[LMJob] = LMJob,
         spec = parse_config(cls, argv)
         fns = reward_funcs(spec) if reward_funcs is not None else None
         return run_lm_job(spec, [NoteRunDir(), Console()], reward_funcs=fns, registry=registry, label=label)
+
+
+def train_text_env(argv: list[str] | None = None, cls: type[TextEnvJob] = TextEnvJob, label: str = "text_env") -> dict[str, Any]:
+    """``grpo-seq train-text-env`` (``argv``, default ``sys.argv[1:]``), or a recipe's program with its
+    spec class ``cls`` (a :class:`TextEnvJob` with its defaults): a language model trained in a text
+    environment, named by ``--env_id`` (a module of the working folder imports by ``module:Env-v0``)."""
+    working_folder_importable()
+    quiet_libraries()
+    with cli_errors():
+        return run_text_env_job(parse_config(cls, argv), [NoteRunDir(), Console()], label=label)

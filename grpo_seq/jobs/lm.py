@@ -45,12 +45,12 @@ from ..tracking import tracker_kwargs
 from ..trainer import GRPOTrainer
 from ..budget import shrink
 from ..cpu_share import IdleCores
-from .callbacks import JobCallbacks, Progress, as_callbacks
+from .callbacks import CallbackList, JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
 from .lm_spec import LMJob
 
-__all__ = ["LMRun", "run_lm_job", "build", "train", "load_prompts", "apply_lora", "dataset_name", "setup_process",
-           "make_accelerator", "write_completions", "finish"]
+__all__ = ["LMRun", "run_lm_job", "build", "prepare_model", "train", "load_prompts", "apply_lora", "dataset_name",
+           "setup_process", "make_accelerator", "write_completions", "finish", "open_run_dir"]
 
 
 @dataclass
@@ -86,6 +86,10 @@ class LMRun:
     @property
     def cfg(self) -> LMJob:
         return self.spec
+
+    def write_completions(self, path: Path, batch: Any) -> str:
+        """The step's completions log (:func:`write_completions`); returns what the console shows."""
+        return write_completions(path, batch, self.scorer.names)
 
     @property
     def is_main_process(self) -> bool:
@@ -163,12 +167,7 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
     With LoRA the reference is the same model with its adapters disabled. ``GRPO_SEQ_QUICK``
     shrinks the spec's budget first (:mod:`grpo_seq.budget`)."""
     quick = shrink(cfg)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    if peft_config is None and cfg.use_peft:
-        peft_config = _lora_config(cfg)
-    if peft_config is not None:
-        model = apply_lora(model, peft_config)
+    model = prepare_model(cfg, model, peft_config)
     # Each process draws its own share of every step's prompts.
     sampler = LMGroupSampler(
         tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length,
@@ -186,6 +185,15 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
     return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick, cores=cores)
 
 
+def prepare_model(cfg: LMJob, model: torch.nn.Module, peft_config: Any = None) -> torch.nn.Module:
+    """The model as the spec trains it: gradient checkpointing, LoRA from ``peft_config`` or ``--use_peft``."""
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    if peft_config is None and cfg.use_peft:
+        peft_config = _lora_config(cfg)
+    return apply_lora(model, peft_config) if peft_config is not None else model
+
+
 @dataclass
 class _Starting:
     """What the callbacks hear of a run before it is built (while the model loads)."""
@@ -196,6 +204,16 @@ class _Starting:
     @property
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
+
+
+def open_run_dir(spec: LMJob, callbacks: CallbackList, name: str) -> None:
+    """Settle the run folder (default ``runs/{name}__{seed}__{unix time}``) and tell ``callbacks``;
+    refuse a spec without a model."""
+    spec.output_dir = resolve_run_dir(spec, f"runs/{name}__{spec.seed}__{int(time.time())}")
+    callbacks.on_run_dir(Path(spec.output_dir))
+    if spec.model is None:
+        raise ConfigError("--model: give a hub id, a local folder or a .gguf file (the library has no default "
+                          "model; the recipes have theirs)")
 
 
 def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = None,
@@ -209,11 +227,7 @@ def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | N
     ``retain_freed_memory``, malloc."""
     cbs = as_callbacks(callbacks)
     try:
-        spec.output_dir = resolve_run_dir(spec, f"runs/{label}__{dataset_name(spec.dataset)}__{spec.seed}__{int(time.time())}")
-        cbs.on_run_dir(Path(spec.output_dir))
-        if spec.model is None:
-            raise ConfigError("--model: give a hub id, a local folder or a .gguf file (the library has no default "
-                              "model; the recipes have theirs)")
+        open_run_dir(spec, cbs, f"{label}__{dataset_name(spec.dataset)}")
         fns = list(reward_funcs or spec.reward_fns)
         if not fns:
             raise ConfigError("--reward_funcs: give at least one reward function (package.module:function)")
@@ -312,7 +326,7 @@ def _peak_memory() -> str:
 def _maybe_write_completions(lm: LMRun, out: Path) -> None:
     step, every = lm.trainer.step_count, lm.spec.log_completions_every
     if lm.is_main_process and every and (step % every == 0 or step == 1):
-        shown = write_completions(out / "completions" / f"step_{step:04d}.jsonl", lm.trainer.last_batch, lm.scorer.names)
+        shown = lm.write_completions(out / "completions" / f"step_{step:04d}.jsonl", lm.trainer.last_batch)
         lm.say(f"step {step}:\n{shown}")
 
 

@@ -1,0 +1,6 @@
+"""The text-env tests' own environments (guess_env.py) import by name, as a user's module would."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
