@@ -2,10 +2,11 @@
 
 A thin layer (docs/DESIGN section 7): :class:`GRPO` maps SB3's names onto :class:`grpo_seq.GRPOConfig`
 and drives :class:`grpo_seq.GRPOTrainer` with the env samplers; nothing here trains on its own.
-Stable-Baselines3 itself is optional: it is only imported for a list of callbacks and for
-``get_env()``'s ``DummyVecEnv``.
+Stable-Baselines3 itself is optional: it is imported for a list of callbacks, for ``model.env``'s
+``DummyVecEnv`` and ``Monitor`` and for its ``Logger``, where installed.
 """
 
 from .model import GRPO
+from .policy import GRPOPolicy
 
-__all__ = ["GRPO"]
+__all__ = ["GRPO", "GRPOPolicy"]

@@ -19,9 +19,11 @@ from ..jobs.env_spec import EnvJob
 
 __all__ = ["PPO_ONLY", "SURFACE_DEFAULTS", "build_config", "policy_options", "split_schedule"]
 
-# PPO arguments without a meaning in a critic-free method: accepted, named in one warning.
-PPO_ONLY = ("gae_lambda", "vf_coef", "clip_range_vf", "normalize_advantage", "use_sde", "sde_sample_freq",
-            "target_kl", "rollout_buffer_class", "rollout_buffer_kwargs", "_init_setup_model")
+# PPO arguments without a meaning in a critic-free method, at PPO's defaults: accepted silently
+# there, named in one warning otherwise (gSDE, for continuous actions only, is refused).
+PPO_ONLY = {"gae_lambda": 0.95, "vf_coef": 0.5, "clip_range_vf": None, "normalize_advantage": True, "use_sde": False,
+            "sde_sample_freq": -1, "target_kl": None, "rollout_buffer_class": None, "rollout_buffer_kwargs": None,
+            "_init_setup_model": True}
 # Spec fields that the surface sets itself, from its own arguments (the env, the policy's
 # policy_kwargs, learn's budget, device, max_episode_steps, exploration_bonus), or that belong to
 # the command line's run folders.
@@ -107,20 +109,62 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
 
 
 def warn_ignored(sb3: dict[str, Any], ppo_only: dict[str, Any]) -> None:
-    """One warning naming every PPO-only argument given."""
-    names = sorted(ppo_only)
+    """One warning naming every PPO-only argument given away from PPO's default; gSDE and a
+    negative ``clip_range_vf`` refused (the latter with SB3's own check)."""
+    if ppo_only.get("use_sde"):
+        raise UsageError("GRPO(use_sde=True): generalized State-Dependent Exploration (gSDE) is for continuous "
+                         "actions, and actions here are tokens")
+    vf = ppo_only.get("clip_range_vf")
+    if isinstance(vf, (int, float)) and not callable(vf):
+        assert vf > 0, "`clip_range_vf` must be positive, pass `None` to deactivate vf clipping"
+    names = sorted(k for k, v in ppo_only.items() if not _is_default(v, PPO_ONLY[k]))
     if names:
         warnings.warn(f"GRPO ignores these PPO arguments (no critic or value function here): {', '.join(names)}",
                       UserWarning, stacklevel=3)
 
 
+def _is_default(value: Any, default: Any) -> bool:
+    try:
+        return bool(value is default or value == default)
+    except Exception:  # an object without a plain == (an array): not the default
+        return False
+
+
+def check_net_arch(policy_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """SB3's ``net_arch`` rules: ``None`` is the default (64, 64); the old list-of-dict form
+    ``[dict(pi=..., vf=...)]`` is read as its dict, with SB3's deprecation warning."""
+    arch = policy_kwargs.get("net_arch")
+    if "net_arch" in policy_kwargs and arch is None:
+        return {"net_arch": [64, 64]}
+    if isinstance(arch, list) and arch and isinstance(arch[0], dict):
+        warnings.warn("As shared layers in the mlp_extractor are removed since SB3 v1.8.0, you should now pass "
+                      "directly a dictionary and not a list (net_arch=dict(pi=..., vf=...) instead of "
+                      "net_arch=[dict(pi=..., vf=...)])", UserWarning, stacklevel=3)
+        return {"net_arch": arch[0]}
+    return {}
+
+
+def optimizer_choice(policy_kwargs: dict[str, Any]) -> tuple[type, dict[str, Any]] | None:
+    """SB3's ``optimizer_class`` / ``optimizer_kwargs`` in ``policy_kwargs`` (None: our AdamW)."""
+    cls = policy_kwargs.get("optimizer_class")
+    kwargs = dict(policy_kwargs.get("optimizer_kwargs") or {})
+    if cls is None and not kwargs:
+        return None
+    if cls is None:
+        import torch
+
+        cls = torch.optim.Adam  # SB3's default optimizer class
+    return cls, kwargs
+
+
 def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     """SB3's ``policy_kwargs`` as :class:`CategoricalMLPPolicy` arguments (plus ``obs_scale`` if given)."""
     kw = dict(policy_kwargs or {})
+    kw.pop("optimizer_class", None), kw.pop("optimizer_kwargs", None)  # the optimizer's, not the network's
     out: dict[str, Any] = {}
     arch = kw.pop("net_arch", None)
     if isinstance(arch, dict):  # SB3 2.x: dict(pi=[...], vf=[...]); there is no value network here
-        arch = arch.get("pi", [64, 64])
+        arch = arch.get("pi", [])
     if arch is not None:
         out["hidden_sizes"] = tuple(int(h) for h in arch)
     act = kw.pop("activation_fn", None)
@@ -136,5 +180,5 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
             out[key] = kw.pop(key)
     if kw:
         raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
-                         "net_arch, activation_fn, ortho_init, obs_scale)")
+                         "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, obs_scale)")
     return out

@@ -9,9 +9,11 @@ by ``n_envs`` each; they see the updated weights. Counting callbacks (``EvalCall
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["as_callback", "FunctionCallback"]
+import numpy as np
+
+__all__ = ["as_callback", "FunctionCallback", "rollout_locals"]
 
 
 class FunctionCallback:
@@ -59,3 +61,32 @@ def as_callback(callback: Any) -> Any:
     if callable(callback):
         return FunctionCallback(callback)
     raise TypeError(f"callback must be an SB3 callback, a list of them or a function, got {type(callback).__name__}")
+
+
+def rollout_locals(context: np.ndarray, mask: np.ndarray, rewards: np.ndarray, tokens: np.ndarray, n_envs: int,
+                   codec: Any, returns: list[float], cut: list[bool]) -> Iterator[dict[str, Any]]:
+    """The locals SB3's ``collect_rollouts`` hands its callbacks at each ``VecEnv.step``
+    (``new_obs``, ``rewards``, ``dones``, ``infos``, ``actions``), for a rollout of episodes.
+
+    The episodes' steps, one after another, are dealt out ``n_envs`` at a time: call ``c`` sees steps
+    ``c * n_envs ... (c + 1) * n_envs - 1``. As from a VecEnv, a step's ``new_obs`` is the next step's
+    observation (the next episode's first at an episode's end), and the step ending an episode
+    carries ``infos[i]["episode"] = {"r": return, "l": length}`` (as SB3's ``Monitor`` writes it).
+    ``context`` ``(B, T, obs_dim)``, ``mask``, ``rewards``, ``tokens`` ``(B, T)``; ``returns`` the env's
+    own episode returns; ``cut[i]``: episode ``i`` was cut short by ``learn``'s budget, not ended
+    (no ``done``, as SB3 would carry it on into the next rollout).
+    """
+    lengths = mask.sum(1)
+    obs, rew, act = context[mask], rewards[mask], tokens[mask]
+    ends = np.cumsum(lengths) - 1
+    done = np.zeros(len(obs), dtype=bool)
+    ended = (lengths > 0) & ~np.asarray(cut, dtype=bool)
+    done[ends[ended]] = True
+    info_at = {int(e): {"episode": {"r": float(r), "l": int(n)}}
+               for e, r, n, x in zip(ends, returns, lengths, ended) if x}
+    new_obs = np.concatenate([obs[1:], obs[-1:]]) if len(obs) else obs
+    native_obs, native_act = codec.decode_obs(new_obs), codec.decode_actions(act)
+    for c in range(len(obs) // n_envs):
+        s = slice(c * n_envs, (c + 1) * n_envs)
+        yield {"new_obs": native_obs[s], "rewards": rew[s], "dones": done[s], "actions": native_act[s],
+               "infos": [dict(info_at.get(i, {})) for i in range(s.start, s.stop)]}

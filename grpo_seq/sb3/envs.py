@@ -16,8 +16,9 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from ..errors import UsageError
-from ..sampling.env import check_spaces, make_env
+from ..sampling.env import make_env
 from ..sampling.snapshot import env_name
+from .spaces import CodecWrapper, SpaceCodec
 
 __all__ = ["EnvSource", "resolve_env", "as_vec_env"]
 
@@ -31,6 +32,8 @@ class EnvSource:
     make: Callable[[], gym.Env]
     n_envs: int  # of the user's VecEnv: SB3 callbacks count calls per n_envs timesteps
     vec_env: Any = None  # the user's VecEnv, returned by get_env()
+    codec: SpaceCodec | None = None  # the env's spaces as the policy's flat observations and tokens
+    time_limit: int | None = None  # the registered time limit, where there is one
 
 
 def _only_plain_wrappers(env: gym.Env) -> bool:
@@ -51,6 +54,7 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
             return None, lambda: gym.make(spec)
         except Exception:  # a wrapper whose arguments were not recorded: try a copy instead
             pass
+    env = _without_monitor(env)
     try:
         copy.deepcopy(env).close()
     except Exception as e:
@@ -60,6 +64,14 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
             "gymnasium.register, or pass its id"
         ) from e
     return None, lambda: copy.deepcopy(env)
+
+
+def _without_monitor(env: gym.Env) -> gym.Env:
+    """The env inside SB3's outer ``Monitor`` wrappers: they only record (the copies' episodes are
+    not the user's), and one writing a file cannot be copied."""
+    while isinstance(env, gym.Wrapper) and type(env).__name__ == "Monitor":
+        env = env.env
+    return env
 
 
 def resolve_env(env: Any) -> EnvSource:
@@ -73,27 +85,39 @@ def resolve_env(env: Any) -> EnvSource:
         if envs:
             env = envs[0]
         else:  # SubprocVecEnv: the env lives in another process; its spec is all there is
-            spec = env.get_attr("spec", [0])[0]
-            if spec is None:
-                raise UsageError("GRPO: this VecEnv's envs have no spec (not registered); pass a gymnasium env or id")
-            env = gym.make(spec)
+            env = _from_spec(env.get_attr("spec", [0])[0])
     if not isinstance(env, gym.Env):
         raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
                          f"{type(env).__name__}")
-    check_spaces(env_name(env), env.observation_space, env.action_space)
+    codec = SpaceCodec(env.observation_space, env.action_space, env_name(env))
     env_id, make = _maker(env)
-    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env)
+    if not codec.identity:  # the sampler's copies see flat observations and token actions
+        env_id, plain = None, make
+        make = lambda: CodecWrapper(plain(), codec)  # noqa: E731
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit)
+
+
+def _from_spec(spec: Any) -> gym.Env:
+    """An env like a SubprocVecEnv's, from its spec: the wrappers gymnasium recorded where they can be
+    made again, else the registered env (SB3's ``Monitor`` only records, and cannot be)."""
+    if spec is None:
+        raise UsageError("GRPO: this VecEnv's envs have no spec (not registered); pass a gymnasium env or id")
+    try:
+        return gym.make(spec)
+    except Exception:  # a wrapper whose arguments were not recorded, such as Monitor
+        return make_env(spec.id, max_episode_steps=spec.max_episode_steps, **spec.kwargs)
 
 
 def as_vec_env(source: EnvSource) -> Any:
-    """The env as SB3 callbacks and ``evaluate_policy`` expect it (a ``DummyVecEnv``, as SB3's own
-    ``get_env()`` returns), or the gymnasium env where Stable-Baselines3 is not installed."""
+    """The env as SB3 callbacks and ``evaluate_policy`` expect it: SB3's own wrapping (a
+    ``DummyVecEnv`` over the env in a ``Monitor``, as ``model.env`` is in SB3), or the gymnasium
+    env where Stable-Baselines3 is not installed."""
     if source.vec_env is not None:
         return source.vec_env
     try:
-        from stable_baselines3.common.vec_env import DummyVecEnv
+        from stable_baselines3.common.base_class import BaseAlgorithm
     except ImportError:
         return source.env
-    env = source.env
-    source.vec_env = DummyVecEnv([lambda: env])
+    source.vec_env = BaseAlgorithm._wrap_env(source.env, verbose=0, monitor_wrapper=True)
     return source.vec_env

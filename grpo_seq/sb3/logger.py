@@ -47,6 +47,8 @@ class Logger:
         self.verbose = verbose
         self.name_to_value: dict[str, Any] = {}
         self.writer = None
+        self.output_formats: list[Any] = []  # SB3's attribute; its own Logger stands in where SB3 is installed
+        self.dir: str | None = None
 
     def open_tensorboard(self, folder: Path) -> None:
         try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 import time
-import warnings
 from collections import deque
 from typing import Any
 
 import numpy as np
+import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
@@ -21,22 +21,56 @@ from ..budget import cap_env_steps
 from ..jobs.env import EnvRun
 from ..jobs.env_spec import EnvJob
 from ..policies.actor import make_actor
-from ..policies.mlp import CategoricalMLPPolicy
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.env import EnvGroupSampler
 from ..sampling.novelty import NoveltyBonus
-from . import arguments, saving
-from .callbacks import as_callback
+from . import arguments
+from .callbacks import as_callback, rollout_locals
 from .envs import EnvSource, as_vec_env, resolve_env
 from .logger import Logger, tensorboard_run_dir
+from .persistence import Persistence
+from .policy import GRPOPolicy
+from .spaces import CodecWrapper
 
 __all__ = ["GRPO"]
 
 _GROUP_MODES = ("episodes", "alternatives")
 _ALTERNATIVES_GROUPS = 16  # states per update in the alternatives mode (one state is a small group)
+_NO_TIME_LIMIT_STEPS = 1000  # an episode's cap in training for an env without a time limit
 
 
-class GRPO:
+class _Schedule:
+    """SB3's ``FloatSchedule``: ``f(progress_remaining) -> float`` of a constant, a schedule, or
+    our linear decay from ``value`` to 0."""
+
+    def __init__(self, value: Any, linear: bool = False):
+        self.value, self.linear = value, linear
+
+    def to_json(self) -> dict[str, Any] | None:
+        """The schedule as JSON (what a save records), None for a function (code is not saved)."""
+        if callable(self.value):
+            return None
+        return {":type:": "<class 'FloatSchedule'>", "value": float(self.value), "linear": self.linear}
+
+    def __call__(self, progress_remaining: float) -> float:
+        if callable(self.value):
+            return float(self.value(progress_remaining))
+        return float(self.value) * (float(progress_remaining) if self.linear else 1.0)
+
+
+def _recording(sampler: Any) -> Any:
+    """``sampler`` keeping its last batch in ``last_batch`` (the callbacks' locals are read from it)."""
+    sample = sampler.sample
+
+    def record(policy: nn.Module) -> Any:
+        sampler.last_batch = sample(policy)
+        return sampler.last_batch
+
+    sampler.sample, sampler.last_batch = record, None
+    return sampler
+
+
+class GRPO(Persistence):
     """GRPO with Stable-Baselines3's ``PPO`` interface: swap ``PPO`` for ``GRPO``.
 
         from grpo_seq import GRPO
@@ -59,8 +93,8 @@ class GRPO:
 
     | SB3 argument | here |
     |---|---|
-    | ``policy="MlpPolicy"`` | :class:`CategoricalMLPPolicy` (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
-    | ``policy_kwargs`` | ``net_arch`` (a list, or ``dict(pi=...)``) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ours: ``obs_scale`` |
+    | ``policy="MlpPolicy"`` | :class:`grpo_seq.sb3.policy.GRPOPolicy`, SB3's policy interface without the value head (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
+    | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
     | ``learning_rate`` (float or schedule) | ``learning_rate``; a float decays linearly to 0 over ``learn`` (``lr_schedule="constant"`` for SB3's fixed rate); a schedule ``f(progress_remaining)`` is followed as given |
     | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1 |
     | ``batch_size`` | minibatches per update = steps per update / ``batch_size``, as a divisor of the outputs (episodes) |
@@ -73,7 +107,7 @@ class GRPO:
     | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: the CPU, faster for a small MLP) |
     | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
     | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |
-    | ``gae_lambda``, ``vf_coef``, ``clip_range_vf``, ``normalize_advantage``, ``use_sde``, ``sde_sample_freq``, ``target_kl``, ``rollout_buffer_class``, ``rollout_buffer_kwargs`` | no critic here: accepted, named in one warning, ignored |
+    | ``gae_lambda``, ``vf_coef``, ``clip_range_vf``, ``normalize_advantage``, ``sde_sample_freq``, ``target_kl``, ``rollout_buffer_class``, ``rollout_buffer_kwargs`` | no critic here: silent at PPO's default, else named in one warning, ignored; ``use_sde=True`` refused |
 
     Arguments of ours: ``reward_function(state, action, next_state)`` (batched tensors ``(B, obs_dim)``,
     ``(B, 1)``, ``(B, obs_dim)`` -> ``(B,)`` or ``(B, 1)``): the training reward in place of the env's;
@@ -100,44 +134,100 @@ class GRPO:
         if group_mode not in _GROUP_MODES:
             raise UsageError(f"GRPO(group_mode={group_mode!r}): one of {_GROUP_MODES}")
         self.policy_name, self.policy_kwargs = policy, dict(policy_kwargs or {})
+        self.policy_kwargs.update(arguments.check_net_arch(self.policy_kwargs))
+        self._optimizer = arguments.optimizer_choice(self.policy_kwargs)
         self.reward_function, self.group_mode, self.horizon = reward_function, group_mode, int(horizon)
         self.exploration_bonus = exploration_bonus  # None: the env program's default for this env
-        self.verbose, self.tensorboard_log, self.device = verbose, tensorboard_log, device
+        self.verbose, self.tensorboard_log = verbose, tensorboard_log
+        self.device = _device(device)
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         self._sb3, self._ours, self._max_episode_steps = sb3, kwargs, max_episode_steps
         self._lr_schedule = arguments.split_schedule("learning_rate", learning_rate)[1] if learning_rate is not None else None
         self._clip_schedule = arguments.split_schedule("clip_range", clip_range)[1] if clip_range is not None else None
-        self.logger = Logger(verbose)
+        self._logger, self._custom_logger = Logger(verbose), False
         self.ep_info_buffer: deque = deque(maxlen=stats_window_size)
-        self.num_timesteps, self._run, self._source, self._actors = 0, None, None, {}
+        self.ep_success_buffer: deque = deque(maxlen=stats_window_size)
+        self.num_timesteps, self._run, self._source, self._actors, self._last_obs = 0, None, None, {}, None
+        self.env = self.observation_space = self.action_space = None
+        self.n_envs = 1
         set_seed(self.seed)  # before the policy's initial weights are drawn, as the recipe does
         if env is None and _policy is None:
             raise UsageError("GRPO needs an env (a gymnasium env, an env id or a VecEnv); GRPO.load takes env=None")
         source = resolve_env(env) if env is not None else None
         self.policy = _policy if _policy is not None else self._make_policy(source)
+        self.policy = self.policy.to(self.device)
+        self.observation_space = getattr(self.policy, "observation_space", None)
+        self.action_space = getattr(self.policy, "action_space", None)
         self._check_config(source)
+        self._sb3_attributes(learning_rate, clip_range)
         if source is not None:
             self.set_env(source)
+        self.set_random_seed(self.seed)
+
+    def _sb3_attributes(self, learning_rate: Any, clip_range: Any) -> None:
+        """PPO's hyperparameter attributes, read by SB3 callbacks (``model.learning_rate``, ...)."""
+        cfg = self.config
+        self.learning_rate = learning_rate if learning_rate is not None else cfg.learning_rate
+        self.lr_schedule = _Schedule(self.learning_rate, linear=learning_rate is None and cfg.lr_schedule == "linear")
+        self.clip_range = _Schedule(clip_range if clip_range is not None else cfg.epsilon)
+        self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
+        self.n_steps, self.batch_size = self._sb3["n_steps"], self._sb3["batch_size"]
+        self.policy_class = type(self.policy)
+
+    @property
+    def logger(self) -> Any:
+        """What SB3 callbacks record to: SB3's own ``Logger`` (where Stable-Baselines3 is
+        installed: its ``output_formats``, ``dir``) as SB3 configures it in ``learn``, else
+        :class:`grpo_seq.sb3.logger.Logger`."""
+        return self._logger
+
+    def set_logger(self, logger: Any) -> None:
+        """Use ``logger`` from now on; ``learn`` no longer configures one (as SB3's ``set_logger``)."""
+        self._logger, self._custom_logger = logger, True
+
+    def _configure_logger(self, tb_log_name: str, reset_num_timesteps: bool) -> None:
+        if self._custom_logger:
+            return
+        try:
+            from stable_baselines3.common.utils import configure_logger
+        except ImportError:
+            self._logger = Logger(self.verbose)
+            if self.tensorboard_log:
+                self._logger.open_tensorboard(tensorboard_run_dir(self.tensorboard_log, tb_log_name,
+                                                                  reset_num_timesteps))
+            return
+        self._logger = configure_logger(self.verbose, self.tensorboard_log, tb_log_name, reset_num_timesteps)
+
+    def set_random_seed(self, seed: int | None = None) -> None:
+        """Seed python, numpy and torch, the action space and the env (SB3's ``set_random_seed``)."""
+        if seed is None:
+            return
+        set_seed(int(seed))
+        if self.action_space is not None:
+            self.action_space.seed(int(seed))
+        if self.env is not None and hasattr(self.env, "seed"):
+            self.env.seed(int(seed))
 
     # -- construction ------------------------------------------------------------------------------
 
     def _make_policy(self, source: EnvSource) -> nn.Module:
-        obs_dim, n = source.env.observation_space.shape[0], int(source.env.action_space.n)
-        if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module):
-            return self.policy_name(obs_dim, n, **self.policy_kwargs)
-        if self.policy_name != "MlpPolicy":
+        env, codec = source.env, source.codec
+        if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
+                not issubclass(self.policy_name, GRPOPolicy):
+            return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
+        if self.policy_name not in ("MlpPolicy", GRPOPolicy):
             raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy' or an nn.Module class (no CNN or "
                              "multi-input policies here)")
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
-        if "obs_scale" not in kw:  # as the env program: CartPole's thresholds, else what random play reaches
-            kw["obs_scale"] = default_obs_scale(source.env)
+        if "obs_scale" not in kw and codec.identity:  # as the env program: CartPole's thresholds, else random play's
+            kw["obs_scale"] = default_obs_scale(env)
             env_id = _env_id(source)
             if kw["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
                 copy = source.make()  # random play steps a copy, never the user's env
                 kw["obs_shift"], kw["obs_scale"] = rollout_obs_units(copy, per_env(env_id)["obs_center"],
                                                                      seed=self.seed or 0)
                 copy.close()
-        return CategoricalMLPPolicy(obs_dim, n, **kw)
+        return GRPOPolicy(env.observation_space, env.action_space, **kw)
 
     @property
     def _trainer(self) -> Any:
@@ -162,15 +252,20 @@ class GRPO:
             if self._sb3["n_steps"] is None:
                 ours.setdefault("num_groups", _ALTERNATIVES_GROUPS)
             if self._sb3["group_size"] is None:
-                ours.setdefault("num_generations", self._num_actions() if source is None else int(source.env.action_space.n))
-        limit = self._max_episode_steps or (source.env.spec.max_episode_steps if source and source.env.spec else None)
+                ours.setdefault("num_generations", self._num_actions() if source is None else source.codec.num_actions)
+        limit = self._episode_limit(source)
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
         surface = {"seed": self.seed, "max_episode_steps": self._max_episode_steps}
         if self.exploration_bonus is not None:
             surface["exploration_bonus"] = self.exploration_bonus
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                     int(limit or 1000), per_group, _env_id(source), surface)
+                                                     limit, per_group, _env_id(source), surface)
+
+    def _episode_limit(self, source: EnvSource | None) -> int:
+        """An episode's most steps in training: ``max_episode_steps``, the env's time limit, else
+        :data:`_NO_TIME_LIMIT_STEPS` (SB3 needs none: its rollouts are cut by ``n_steps``)."""
+        return int(self._max_episode_steps or (source.time_limit if source else None) or _NO_TIME_LIMIT_STEPS)
 
     def _make_sampler(self, source: EnvSource) -> Any:
         cfg = self.config
@@ -180,7 +275,7 @@ class GRPO:
                                        horizon=self.horizon, gamma=cfg.gamma, seed=self.seed,
                                        reward_fn=self.reward_function)
         return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
-                               max_episode_steps=self._max_episode_steps,
+                               max_episode_steps=self._episode_limit(source),
                                env_fn=None if source.env_id else source.make, reward_fn=self.reward_function,
                                bonus=self._bonus(source))
 
@@ -194,26 +289,44 @@ class GRPO:
             return None
         return NoveltyBonus(scale, obs_scale, self.config.bonus_bins)
 
-    def set_env(self, env: Any) -> None:
-        """Train on ``env`` from now on (same observation and action sizes as the policy)."""
+    def set_env(self, env: Any, force_reset: bool = True) -> None:
+        """Train on ``env`` from now on: the same spaces and number of envs as the model's (SB3's
+        checks); ``force_reset=False`` keeps the last observation (SB3's ``_last_obs``)."""
         source = env if isinstance(env, EnvSource) else resolve_env(env)
-        obs_dim, n = source.env.observation_space.shape[0], int(source.env.action_space.n)
-        kw = getattr(self.policy, "init_kwargs", {"obs_dim": obs_dim, "num_actions": n})
-        if (kw["obs_dim"], kw["num_actions"]) != (obs_dim, n):
-            raise UsageError(f"GRPO.set_env: the policy takes {kw['obs_dim']} observation numbers and {kw['num_actions']} "
-                             f"actions; this env has {obs_dim} and {n}")
-        sampler = self._make_sampler(source)
+        if self._source is not None and source.n_envs != self.n_envs:
+            raise AssertionError(f"The number of environments to be set is different from the number of environments "
+                                 f"in the model: ({source.n_envs} != {self.n_envs}), whereas `set_env` requires them "
+                                 "to be the same. To load a model with a different number of environments, you must "
+                                 "use `load` method")
+        codec = source.codec
+        kw = getattr(self.policy, "init_kwargs", {"obs_dim": codec.obs_dim, "num_actions": codec.num_actions})
+        if (kw["obs_dim"], kw["num_actions"]) != (codec.obs_dim, codec.num_actions):
+            raise ValueError(f"Observation and action spaces do not match: the policy takes {kw['obs_dim']} "
+                             f"observation numbers and {kw['num_actions']} actions; this env has {codec.obs_dim} "
+                             f"and {codec.num_actions}")
+        sampler = _recording(self._make_sampler(source))
         if self._run is None:
-            cpu = self.device in ("auto", "cpu")
+            cpu = self.device.type == "cpu"
             self._run = EnvRun(self.config, policy=self.policy, sampler=sampler, accelerator=Accelerator(cpu=cpu))
+            if self._optimizer is not None:
+                self._swap_optimizer(*self._optimizer)
         else:
             self._trainer.sampler.close()
             self._trainer.sampler = sampler
         self._source, self._sampler_steps = source, sampler.env_steps
+        self.env, self.n_envs = as_vec_env(source), source.n_envs
+        if force_reset:
+            self._last_obs = None
+
+    def _swap_optimizer(self, optimizer_class: type, optimizer_kwargs: dict[str, Any]) -> None:
+        """SB3's ``policy_kwargs`` ``optimizer_class`` / ``optimizer_kwargs`` in place of AdamW."""
+        trainer = self._trainer
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        trainer.optimizer.optimizer = optimizer_class(params, lr=self.config.learning_rate, **optimizer_kwargs)
 
     def get_env(self) -> Any:
-        """The training env as SB3 returns it (a ``DummyVecEnv``, where SB3 is installed), or None."""
-        return as_vec_env(self._source) if self._source is not None else None
+        """The training env as SB3 returns it (a VecEnv, where SB3 is installed), or None."""
+        return self.env
 
     def get_vec_normalize_env(self) -> None:
         """No ``VecNormalize`` here (SB3 callbacks ask)."""
@@ -232,10 +345,10 @@ class GRPO:
         if reset_num_timesteps:
             self.num_timesteps = 0
             self.ep_info_buffer.clear()
+            self.ep_success_buffer.clear()
         start, total = self.num_timesteps, self.num_timesteps + int(total_timesteps) if not reset_num_timesteps \
             else int(total_timesteps)
-        if self.tensorboard_log:
-            self.logger.open_tensorboard(tensorboard_run_dir(self.tensorboard_log, tb_log_name, reset_num_timesteps))
+        self._configure_logger(tb_log_name, reset_num_timesteps)
         # the run's budget in its own env-step count: evaluations are due by it, the last at its end
         self.config.total_env_steps = self._trainer.env_steps + total - self.num_timesteps
         cb = as_callback(callback)
@@ -250,7 +363,8 @@ class GRPO:
             state.update(iteration=state["iteration"] + 1, metrics=metrics)
             cb.update_locals(state)
             go_on = self._replay_steps(cb, new) if callback is not None else True
-            self.num_timesteps = self._sampler_total  # exact, whatever n_envs
+            if go_on:
+                self.num_timesteps = self._sampler_total  # exact, whatever n_envs
             cb.on_rollout_end()
             if bar is not None:
                 bar.update(min(new, total - bar.n))
@@ -274,17 +388,49 @@ class GRPO:
         sampler = trainer.sampler
         new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps
         self._sampler_total = self.num_timesteps + new
-        self.ep_info_buffer.extend(zip(sampler.last_episode_returns, sampler.last_episode_lengths))
+        cut = self._budget_cut(sampler)
+        for r, n in zip(sampler.last_episode_returns, sampler.last_episode_lengths):
+            if n not in cut:
+                self.ep_info_buffer.append({"r": float(r), "l": int(n), "t": round(time.perf_counter(), 6)})
+        for env in getattr(sampler, "env_list", ()):
+            if isinstance(env, CodecWrapper):
+                self.ep_success_buffer.extend(env.successes)
+                env.successes.clear()
+        batch = getattr(sampler, "last_batch", None)
+        if batch is not None and self._source.codec is not None and batch.context.dim() == 3:
+            self._last_obs = self._source.codec.decode_obs(batch.context[:, -1].numpy())[: self.n_envs]
         return metrics, new
 
+    @staticmethod
+    def _budget_cut(sampler: Any) -> set[int]:
+        """Episode lengths that mean "cut short by learn's budget", not ended (SB3 would go on with them)."""
+        cap = sampler.episode_cap() if hasattr(sampler, "episode_cap") else None
+        return {cap} if cap is not None and cap < getattr(sampler, "max_episode_steps", cap) else set()
+
     def _replay_steps(self, cb: Any, new: int) -> bool:
-        """SB3's ``on_step`` calls for ``new`` env steps (see :mod:`grpo_seq.sb3.callbacks`); False stops."""
+        """SB3's ``on_step`` calls for ``new`` env steps, each after ``update_locals`` with the
+        locals SB3's callbacks read (:func:`grpo_seq.sb3.callbacks.rollout_locals`); False stops."""
         n_envs, end = self._source.n_envs, self.num_timesteps + new
+        steps = self._rollout_locals(new)
         go_on = True
         while go_on and self.num_timesteps + n_envs <= end:
             self.num_timesteps += n_envs
+            loc = next(steps, None) if steps is not None else None
+            if loc is not None:
+                cb.update_locals(loc)
             go_on = bool(cb.on_step())
         return go_on
+
+    def _rollout_locals(self, new: int) -> Any:
+        sampler = self._trainer.sampler
+        batch = getattr(sampler, "last_batch", None)
+        if batch is None or self.group_mode != "episodes" or int(batch.mask.sum()) != new:
+            return None
+        mask = batch.mask.numpy().copy()
+        lengths, cut = mask.sum(1), self._budget_cut(sampler)
+        returns = [r if n not in cut else float("nan") for r, n in zip(sampler.last_episode_returns, lengths)]
+        return rollout_locals(batch.context.numpy(), mask, batch.step_rewards.numpy(), batch.tokens.numpy(),
+                              self.n_envs, self._source.codec, returns, [n in cut for n in lengths])
 
     def _progress_bar(self, show: bool, total: int) -> Any:
         if not show:
@@ -297,8 +443,10 @@ class GRPO:
         elapsed = max(time.perf_counter() - t0, 1e-9)
         rec = self.logger.record
         if self.ep_info_buffer:
-            rec("rollout/ep_rew_mean", float(np.mean([r for r, _ in self.ep_info_buffer])))
-            rec("rollout/ep_len_mean", float(np.mean([n for _, n in self.ep_info_buffer])))
+            rec("rollout/ep_rew_mean", float(np.mean([e["r"] for e in self.ep_info_buffer])))
+            rec("rollout/ep_len_mean", float(np.mean([e["l"] for e in self.ep_info_buffer])))
+        if self.ep_success_buffer:
+            rec("rollout/success_rate", float(np.mean(self.ep_success_buffer)))
         if self.reward_function is not None or self.group_mode == "alternatives":
             rec("rollout/train_reward_mean", m["reward/mean"])
         rec("time/iterations", iteration)
@@ -317,8 +465,10 @@ class GRPO:
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False) -> tuple[np.ndarray, Any]:
-        """``(action, state)`` as SB3 returns them: an action of shape ``()`` for one observation
-        ``(obs_dim,)``, ``(n,)`` for a batch ``(n, obs_dim)``; ``state`` is passed back (no recurrence)."""
+        """``(action, state)`` as SB3 returns them: one observation gives one action (shaped as the
+        action space), a batch ``(n, ...)`` gives ``n``; ``state`` is passed back (no recurrence)."""
+        if isinstance(self.policy, GRPOPolicy):
+            return self.policy.predict(observation, state, episode_start, deterministic)
         obs = np.asarray(observation, dtype=np.float32)
         dim = int(self.policy.init_kwargs["obs_dim"]) if hasattr(self.policy, "init_kwargs") else obs.shape[-1]
         if obs.shape == (dim,):
@@ -334,35 +484,14 @@ class GRPO:
             self._actors[greedy] = make_actor(self.policy, rng, greedy=greedy)
         return self._actors[greedy]
 
-    # -- saving ------------------------------------------------------------------------------------
 
-    def save(self, path: str, exclude: Any = None, include: Any = None) -> None:
-        """One zip file (``.zip`` added without a suffix), safetensors and JSON inside (:mod:`grpo_seq.sb3.saving`)."""
-        policy_json = {"class": type(self.policy).__name__, "kwargs": getattr(self.policy, "init_kwargs", {})}
-        meta = {"format": "grpo-seq GRPO 1", "num_timesteps": self.num_timesteps, "seed": self.seed,
-                "group_mode": self.group_mode, "horizon": self.horizon, "max_episode_steps": self._max_episode_steps,
-                "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if k in ("net_arch", "obs_scale")},
-                "config": {k: v for k, v in self.config.to_dict().items() if k in self._ours or k in
-                           arguments.SURFACE_DEFAULTS or k in ("mu", "epsilon", "max_grad_norm", "num_minibatches")},
-                "env_id": self._source.env.spec.id if self._source and self._source.env.spec else None}
-        saving.write_model_zip(path, self.policy, policy_json, meta)
 
-    @classmethod
-    def load(cls, path: str, env: Any = None, device: str = "auto", custom_objects: dict[str, Any] | None = None,
-             **kwargs: Any) -> "GRPO":
-        """A model saved by :meth:`save`; ``env`` to train on (None: predict only, until :meth:`set_env`).
-        ``custom_objects={"policy_class": cls}`` rebuilds a policy of your own class; ``kwargs`` set what
-        JSON cannot hold (``reward_function=``, a schedule) or override saved options."""
-        tensors, policy_json, meta = saving.read_model_zip(path)  # damaged or another format: SavedModelError
-        policy = saving.build_policy(saving.zip_path(path, must_exist=True), tensors, policy_json,
-                                     (custom_objects or {}).get("policy_class"))
-        options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
-                   "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"], **kwargs}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the saved options were warned about when first given
-            model = cls("MlpPolicy", env, device=device, _policy=policy, **options)
-        model.num_timesteps = int(meta["num_timesteps"])
-        return model
+def _device(device: Any) -> torch.device:
+    """``"auto"``: the CPU (faster for a small MLP); ``"cuda"`` without a GPU: the CPU, as SB3's ``get_device``."""
+    device = torch.device("cpu" if device == "auto" else device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return device
 
 
 def _env_id(source: EnvSource | None) -> str | None:

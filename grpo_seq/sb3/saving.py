@@ -1,8 +1,11 @@
 """``GRPO.save(path)`` / ``GRPO.load(path)``: one zip file, safetensors and JSON inside, no pickle.
 
 The zip holds ``model.safetensors`` and ``policy.json`` (as :func:`grpo_seq.save_policy` writes
-them) and ``grpo.json`` (the constructor's JSON-able arguments, the env id where there is one,
-``num_timesteps``). As in SB3, a path without a suffix gets ``.zip``; the file is written
+them), ``grpo.json`` (the constructor's JSON-able arguments, the env id where there is one,
+``num_timesteps``) and ``data``: Stable-Baselines3's JSON entry of the model's attributes, which
+SB3's tools read. What SB3 would pickle there (a function, a schedule) is written as its type and
+``":not_serialized:"`` naming why, and comes back only through ``custom_objects``. ``path`` may be
+a file object (written or read in place, left open). As in SB3, a path without a suffix gets ``.zip``; the file is written
 atomically (:func:`grpo_seq.serialization.atomic_file`), so a reader never sees half of it. The
 optimizer's moments are not saved: training after ``load`` starts Adam afresh.
 
@@ -14,6 +17,7 @@ a :class:`SavedModelError`, one line naming the file (and the member).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -30,7 +34,7 @@ from ..errors import MissingPathError, UsageError
 from ..policies.mlp import CategoricalMLPPolicy
 from ..serialization import atomic_file
 
-__all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy"]
+__all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy", "read_data"]
 
 FORMAT_NAME, FORMAT_VERSION = "grpo-seq GRPO", 1
 FORMAT = f"{FORMAT_NAME} {FORMAT_VERSION}"  # grpo.json's "format": what GRPO.save writes, the newest this reads
@@ -46,8 +50,15 @@ class SavedModelError(UsageError):
     ``ValueError``, as Stable-Baselines3's ``load`` raises for a file that is not its zip."""
 
 
-def zip_path(path: str | os.PathLike, must_exist: bool = False) -> Path:
-    """``path`` with ``.zip`` added when it has no suffix (SB3's rule); for reading, either spelling."""
+def _is_file_object(path: Any) -> bool:
+    return isinstance(path, io.IOBase) or hasattr(path, "read") or hasattr(path, "write")
+
+
+def zip_path(path: Any, must_exist: bool = False) -> Any:
+    """``path`` with ``.zip`` added when it has no suffix (SB3's rule); for reading, either
+    spelling. A file object is returned as it is."""
+    if _is_file_object(path):
+        return path
     path = Path(path)
     if must_exist:
         for p in (path, Path(f"{path}.zip")):
@@ -57,27 +68,44 @@ def zip_path(path: str | os.PathLike, must_exist: bool = False) -> Path:
     return path if path.suffix else Path(f"{path}.zip")
 
 
-def write_model_zip(path: str | os.PathLike, policy: nn.Module, policy_json: dict, meta: dict[str, Any]) -> Path:
+def write_model_zip(path: Any, policy: nn.Module, policy_json: dict, meta: dict[str, Any],
+                    data: dict[str, Any] | None = None) -> Any:
     """Write the zip of :func:`read_model_zip` to ``path`` (``.zip`` added without a suffix),
-    atomically (:func:`grpo_seq.serialization.atomic_file`)."""
+    atomically (:func:`grpo_seq.serialization.atomic_file`); or into a file object, left open."""
     path = zip_path(path)
     state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
+    members = {"data": json.dumps(data or {}, indent=4), "model.safetensors": save_tensors(state),
+               "policy.json": json.dumps(policy_json, indent=2), "grpo.json": json.dumps(meta, indent=2)}
+    if _is_file_object(path):
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, content in members.items():
+                z.writestr(name, content)
+        return path
     with atomic_file(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("model.safetensors", save_tensors(state))
-        z.writestr("policy.json", json.dumps(policy_json, indent=2))
-        z.writestr("grpo.json", json.dumps(meta, indent=2))
+        for name, content in members.items():
+            z.writestr(name, content)
     return path
 
 
-def read_model_zip(path: str | os.PathLike) -> tuple[dict, dict, dict]:
+def read_data(path: Any) -> dict[str, Any]:
+    """The zip's ``data`` entry (Stable-Baselines3's JSON of the model's attributes), ``{}`` without one."""
+    path = zip_path(path, must_exist=True)
+    try:
+        with zipfile.ZipFile(path) as z:
+            return json.loads(z.read("data")) if "data" in z.namelist() else {}
+    except (zipfile.BadZipFile, EOFError, ValueError):
+        return {}
+
+
+def read_model_zip(path: Any) -> tuple[dict, dict, dict]:
     """``(tensors, policy_json, grpo_json)`` of a file written by :func:`write_model_zip`, its
     format checked first (:func:`check_format`); :class:`SavedModelError` for a damaged file."""
     path = zip_path(path, must_exist=True)
     try:
         z = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, EOFError):
-        raise SavedModelError(f"GRPO.load: {path} is not a zip file written by GRPO.save (or is cut short: "
-                              "save it again)") from None
+        raise SavedModelError(f"GRPO.load: {path} is not a zip file written by GRPO.save (or is cut short: save it "
+                              "again): the file wasn't a zip-file") from None  # the last words are SB3's
     with z:
         missing = [name for name in MEMBERS if name not in set(z.namelist())]
         if missing:
@@ -133,14 +161,17 @@ def check_format(path: str | os.PathLike, meta: dict) -> None:
                               "damaged, or not written by GRPO.save")
 
 
-def build_policy(path: str | os.PathLike, tensors: dict[str, Tensor], policy_json: dict,
+def build_policy(path: Any, tensors: dict[str, Tensor], policy_json: dict,
                  policy_class: type | None = None) -> nn.Module:
-    """The policy ``policy_json`` describes (a :class:`CategoricalMLPPolicy`, else of
-    ``policy_class``) holding ``tensors``; :class:`SavedModelError` when they do not fit it."""
+    """The policy ``policy_json`` describes (a :class:`GRPOPolicy` or :class:`CategoricalMLPPolicy`,
+    else of ``policy_class``) holding ``tensors``; :class:`SavedModelError` when they do not fit it."""
+    from .policy import GRPOPolicy
+
     name = policy_json["class"]
-    if name == CategoricalMLPPolicy.__name__:
+    own = {c.__name__: c for c in (GRPOPolicy, CategoricalMLPPolicy)}
+    if name in own:
         try:
-            policy = CategoricalMLPPolicy(**policy_json["kwargs"])
+            policy = own[name](**policy_json["kwargs"])
         except (TypeError, ValueError) as e:
             raise SavedModelError(f"GRPO.load: {path}: policy.json's kwargs do not make a {name} ({_one_line(e)})") \
                 from None

@@ -52,13 +52,21 @@ def test_predict_shapes_as_sb3():
     assert action.shape == () and action.dtype == np.int64 and state is None
     actions, _ = model.predict(np.zeros((5, 4)), deterministic=True)
     assert actions.shape == (5,)
-    with pytest.raises(UsageError, match=r"\(4,\)"):
+    with pytest.raises(ValueError, match=r"Unexpected observation shape \(3,\) .* \(4,\)"):  # SB3's message
         model.predict(np.zeros(3))
 
 
 def test_ppo_only_arguments_warned_unknown_refused():
-    with pytest.warns(UserWarning, match="gae_lambda.*vf_coef"):
-        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.95, vf_coef=0.5, n_epochs=4, clip_range=0.1, seed=0)
+    with pytest.warns(UserWarning, match="gae_lambda, vf_coef$"):  # normalize_advantage at PPO's default: silent
+        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.9, vf_coef=0.25, normalize_advantage=True, n_epochs=4,
+             clip_range=0.1, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.95, vf_coef=0.5, clip_range_vf=None, use_sde=False, seed=0)
+    with pytest.raises(UsageError, match="use_sde=True.*gSDE"):
+        GRPO("MlpPolicy", "CartPole-v1", use_sde=True)
+    with pytest.raises(AssertionError, match="clip_range_vf"):  # SB3's own check
+        GRPO("MlpPolicy", "CartPole-v1", clip_range_vf=-0.2)
     with pytest.raises(UsageError, match="bogus_arg"):
         GRPO("MlpPolicy", "CartPole-v1", bogus_arg=1)
     with warnings.catch_warnings():
@@ -168,3 +176,90 @@ def test_mountaincar_gets_centred_observations_and_its_entropy_bonus():
     assert GRPO("MlpPolicy", "MountainCar-v0", seed=3, ent_coef=0.0).config.ent_coef == 0.0  # a given value wins
     acrobot = GRPO("MlpPolicy", "Acrobot-v1", seed=0)
     assert acrobot.policy.init_kwargs["obs_shift"] is None and acrobot.config.ent_coef == 0.0
+
+
+def test_discrete_observations_are_one_hot_and_joint_actions_decode():
+    from grpo_seq.sb3.spaces import SpaceCodec
+
+    codec = SpaceCodec(gym.spaces.Discrete(3), gym.spaces.MultiDiscrete([2, 3]))
+    assert codec.obs_dim == 3 and codec.num_actions == 6  # 2 x 3 joint actions
+    assert codec.encode_obs(np.array([2, 0])).tolist() == [[0, 0, 1], [1, 0, 0]]
+    # token k = d0 * 3 + d1 (mixed radix, last digit fastest): 5 = 1*3 + 2, 3 = 1*3 + 0
+    assert codec.decode_actions(np.array([5, 3, 0])).tolist() == [[1, 2], [1, 0], [0, 0]]
+    binary = SpaceCodec(gym.spaces.Box(-1, 1, (2, 2)), gym.spaces.MultiBinary(3))
+    assert binary.obs_dim == 4 and binary.num_actions == 8
+    assert binary.decode_actions(np.array([6])).tolist() == [[1, 1, 0]]  # 6 = 0b110
+    with pytest.raises(AssertionError, match=r"Multi-dimensional MultiBinary\(\(2, 3\)\)"):  # SB3's message
+        SpaceCodec(gym.spaces.Box(-1, 1, (2,)), gym.spaces.MultiBinary([2, 3]))
+
+
+def test_taxi_trains_and_predicts_in_its_own_spaces(tmp_path):
+    from stable_baselines3.common.envs import IdentityEnvMultiDiscrete
+
+    model = GRPO("MlpPolicy", "Taxi-v4", n_steps=64, seed=0, policy_kwargs=dict(net_arch=[8])).learn(64)
+    assert model.num_timesteps == 64 and model.policy.init_kwargs["obs_dim"] == 500  # one-hot states
+    action, _ = model.predict(3)
+    assert action.shape == () and model.action_space.contains(int(action))
+    multi = GRPO("MlpPolicy", IdentityEnvMultiDiscrete(3), n_steps=32, seed=0).learn(32)
+    actions, _ = multi.predict(np.array([[0, 1], [2, 2]]))
+    assert actions.shape == (2, 2) and all(multi.action_space.contains(a) for a in actions)
+    multi.save(tmp_path / "multi")
+    loaded = GRPO.load(tmp_path / "multi")  # the spaces come back from the file
+    obs = np.array([[0, 0], [1, 2], [2, 1]])
+    assert loaded.action_space == multi.action_space
+    assert np.array_equal(loaded.predict(obs, deterministic=True)[0], multi.predict(obs, deterministic=True)[0])
+
+
+def test_same_seed_same_run_and_learn_ends_at_the_budget():
+    runs = []
+    for _ in range(2):
+        model = GRPO("MlpPolicy", "CartPole-v1", seed=3, n_steps=64, policy_kwargs=dict(net_arch=[8])).learn(128)
+        obs = model.get_env().reset()
+        runs.append([int(model.predict(obs)[0][0]) for _ in range(20)] + [model.num_timesteps])
+    assert runs[0] == runs[1] and 128 - 2 <= runs[0][-1] <= 128
+
+
+def test_subproc_vec_env_trains_and_callbacks_see_sb3s_locals():
+    from stable_baselines3.common.callbacks import StopTrainingOnMaxEpisodes
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    envs = make_vec_env("CartPole-v1", n_envs=2, seed=0, vec_env_cls=SubprocVecEnv,
+                        vec_env_kwargs=dict(start_method="fork"))
+    model = GRPO("MlpPolicy", envs, n_steps=32, seed=0, policy_kwargs=dict(net_arch=[8]))
+    stop = StopTrainingOnMaxEpisodes(max_episodes=1)
+    model.learn(1000, callback=stop)
+    assert stop.n_episodes >= 2 and model.num_timesteps < 1000  # one episode per env: stopped early
+    assert set(stop.locals) >= {"new_obs", "dones", "rewards", "infos", "actions"}
+    assert stop.locals["new_obs"].shape == (2, 4) and stop.locals["dones"].dtype == bool
+    envs.close()
+
+
+def test_save_holds_sb3s_data_entry_without_pickle_and_loads_from_a_file_object(tmp_path):
+    import io
+    import zipfile
+
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, learning_rate=lambda p: 1e-3 * p)
+    model.save(tmp_path / "m")
+    data, params, _ = load_from_zip_file(tmp_path / "m.zip")  # SB3's own reader
+    assert data["n_envs"] == 1 and data["gamma"] == model.gamma and params == {}
+    assert ":not_serialized:" in data["learning_rate"]  # a function: named, not pickled
+    with zipfile.ZipFile(tmp_path / "m.zip") as z:
+        assert not any(name.endswith((".pth", ".pkl")) for name in z.namelist())
+    with pytest.warns(UserWarning, match="Could not deserialize object learning_rate"):
+        GRPO.load(tmp_path / "m")
+    buffer = io.BytesIO()
+    model.save(buffer)
+    loaded = GRPO.load(buffer, custom_objects={"learning_rate": 5e-4})
+    assert not buffer.closed and loaded.learning_rate == 5e-4
+    assert torch.equal(loaded.get_parameters()["policy"]["net.0.weight"], model.policy.state_dict()["net.0.weight"])
+
+
+def test_policy_kwargs_choose_the_optimizer():
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, policy_kwargs=dict(
+        net_arch=[8], optimizer_class=torch.optim.SGD, optimizer_kwargs=dict(momentum=0.5)))
+    assert isinstance(model._trainer.optimizer.optimizer, torch.optim.SGD)
+    assert model._trainer.optimizer.optimizer.param_groups[0]["momentum"] == 0.5
+    model.learn(64)

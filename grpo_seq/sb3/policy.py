@@ -1,0 +1,100 @@
+"""``model.policy``: the categorical MLP policy with Stable-Baselines3's policy interface.
+
+An SB3 ``ActorCriticPolicy`` without the value head: ``predict`` (SB3's shapes and checks),
+``device``, ``net_arch``, ``observation_space``, ``action_space``, ``set_training_mode``,
+``obs_to_tensor``, ``save``/``load`` (safetensors and JSON, no pickle), and the policy's
+``state_dict``. Observations and actions go through a :class:`grpo_seq.sb3.spaces.SpaceCodec`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from ..policies.mlp import CategoricalMLPPolicy
+from ..serialization import atomic_file
+from .spaces import SpaceCodec, space_from_json, space_to_json
+
+__all__ = ["GRPOPolicy"]
+
+
+class GRPOPolicy(CategoricalMLPPolicy):
+    """``pi(a | o) = softmax(MLP(encode(o)))`` over the joint actions of ``action_space``.
+
+    Args:
+        observation_space, action_space: the env's spaces (or their JSON, :func:`space_to_json`).
+        **kwargs: :class:`CategoricalMLPPolicy`'s arguments (``hidden_sizes``, ``activation``,
+            ``obs_scale``, ``obs_shift``, ``orthogonal_init``).
+    """
+
+    def __init__(self, observation_space: spaces.Space | dict, action_space: spaces.Space | dict, **kwargs: Any):
+        obs_space = space_from_json(observation_space) if isinstance(observation_space, dict) else observation_space
+        act_space = space_from_json(action_space) if isinstance(action_space, dict) else action_space
+        codec = SpaceCodec(obs_space, act_space, "GRPO")
+        kwargs.pop("obs_dim", None), kwargs.pop("num_actions", None)
+        super().__init__(codec.obs_dim, codec.num_actions, **kwargs)
+        self.observation_space, self.action_space, self.codec = obs_space, act_space, codec
+        self.init_kwargs.update(observation_space=space_to_json(obs_space), action_space=space_to_json(act_space))
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (SB3's ``policy.device``)."""
+        return next(self.parameters()).device
+
+    @property
+    def net_arch(self) -> list[int]:
+        """The hidden layer sizes (SB3's ``net_arch`` of the policy network)."""
+        return list(self.init_kwargs["hidden_sizes"])
+
+    def set_training_mode(self, mode: bool) -> None:
+        self.train(mode)
+
+    def obs_to_tensor(self, observation: Any) -> tuple[torch.Tensor, bool]:
+        """``(encoded observations (n, obs_dim), vectorized)``, as SB3's ``obs_to_tensor``."""
+        if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
+            raise ValueError("You have passed a tuple to the predict() function instead of a Numpy array or a Dict. "
+                             "You are probably mixing Gym API with SB3 VecEnv API: `obs, info = env.reset()` "
+                             "(Gym API) vs `obs = vec_env.reset()` (SB3 VecEnv API). See related issue "
+                             "https://github.com/DLR-RM/stable-baselines3/issues/1694 and documentation for more "
+                             "information: https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html"
+                             "#vecenv-api-vs-gym-api")
+        obs = np.asarray(observation)
+        vectorized = self.codec.is_vectorized(obs)
+        batch = obs.reshape((-1, *self.observation_space.shape))
+        return torch.as_tensor(self.codec.encode_obs(batch), device=self.device), vectorized
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = False) -> tuple[np.ndarray, Any]:
+        """``(actions, state)`` as SB3's ``BasePolicy.predict``: one observation gives one action
+        (shaped as the action space), a batch ``(n, ...)`` gives ``n``; sampling draws from torch's
+        global generator (seeded with the model's seed)."""
+        obs, vectorized = self.obs_to_tensor(observation)
+        with torch.no_grad():
+            tokens = self.act(obs, greedy=deterministic).cpu().numpy()
+        actions = self.codec.decode_actions(tokens)
+        return (actions if vectorized else actions[0, ...]), state
+
+    def save(self, path: str | os.PathLike) -> None:
+        """The weights (safetensors) and the constructor's arguments (JSON) in one file, no pickle."""
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        header = json.dumps({"class": type(self).__name__, "kwargs": self.init_kwargs}).encode()
+        with atomic_file(path) as tmp, open(tmp, "wb") as f:
+            f.write(len(header).to_bytes(8, "little") + header + save_tensors(state))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, device: str | torch.device = "auto") -> "GRPOPolicy":
+        """A policy :meth:`save` wrote."""
+        with open(path, "rb") as f:
+            data = f.read()
+        size = int.from_bytes(data[:8], "little")
+        meta = json.loads(data[8 : 8 + size])
+        policy = cls(**meta["kwargs"])
+        policy.load_state_dict(load_tensors(data[8 + size :]))
+        return policy.to("cpu" if device == "auto" else device)

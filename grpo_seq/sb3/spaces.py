@@ -1,0 +1,165 @@
+"""The spaces Stable-Baselines3's PPO takes, as the flat observations and token actions of a
+categorical MLP policy.
+
+Observations: a ``Box`` of any shape is flattened; ``Discrete(n)`` is one-hot encoded (as SB3
+does), ``MultiDiscrete`` one one-hot per dimension, ``MultiBinary`` as 0/1 floats. Actions:
+``Discrete(n)`` are the tokens; a one-dimensional ``MultiDiscrete(nvec)`` or ``MultiBinary(n)``
+is one categorical over the joint actions (``prod(nvec)`` or ``2**n`` tokens, at most
+:data:`MAX_JOINT_ACTIONS`), token ``k`` read as the mixed-radix digits of ``k``. A continuous
+(``Box``) or composite (``Dict``, ``Tuple``) space is refused by name.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..errors import UsageError
+
+__all__ = ["SpaceCodec", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS"]
+
+MAX_JOINT_ACTIONS = 4096
+
+
+def _radices(space: spaces.Space) -> list[int]:
+    if isinstance(space, spaces.MultiDiscrete):
+        return [int(n) for n in np.asarray(space.nvec).ravel()]
+    return [2] * int(np.prod(space.shape))
+
+
+class SpaceCodec:
+    """Observations of ``obs_space`` as flat float32 vectors (:meth:`encode_obs`) and token ``k``
+    as an action of ``act_space`` (:meth:`decode_actions`)."""
+
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, name: str = "env"):
+        self.obs_space, self.act_space = obs_space, act_space
+        self.obs_dim = self._obs_dim(obs_space, name)
+        self.num_actions = self._num_actions(act_space, name)
+        self.identity = (isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
+                         and isinstance(act_space, spaces.Discrete) and int(act_space.start) == 0)
+
+    @staticmethod
+    def _obs_dim(space: spaces.Space, name: str) -> int:
+        if isinstance(space, spaces.Box):
+            return int(np.prod(space.shape))
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        if isinstance(space, spaces.MultiDiscrete):
+            return int(np.sum(space.nvec))
+        if isinstance(space, spaces.MultiBinary):
+            return int(np.prod(space.shape))
+        raise UsageError(f"{name}: observations must be a Box, Discrete, MultiDiscrete or MultiBinary space, got "
+                         f"{space} (a Dict or Tuple needs MultiInputPolicy, which is not supported here)")
+
+    @staticmethod
+    def _num_actions(space: spaces.Space, name: str) -> int:
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        if isinstance(space, spaces.MultiBinary) and len(space.shape) != 1:
+            # Stable-Baselines3's own check and message
+            raise AssertionError(f"Multi-dimensional MultiBinary({space.n}) action space is not supported. "
+                                 "You can flatten it instead.")
+        if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)) and len(space.shape) == 1:
+            n = math.prod(_radices(space))
+            if n > MAX_JOINT_ACTIONS:
+                raise UsageError(f"{name}: the action space {space} has {n} joint actions, more than the "
+                                 f"{MAX_JOINT_ACTIONS} one categorical here covers")
+            return n
+        raise UsageError(f"{name}: actions must be Discrete, MultiDiscrete or MultiBinary to be tokens, got {space} "
+                         "(a continuous or composite action space); discretise them with a wrapper")
+
+    def encode_obs(self, obs: Any) -> np.ndarray:
+        """A batch ``(n, *obs_space.shape)`` (``(n,)`` for Discrete) as ``(n, obs_dim)`` float32."""
+        space, obs = self.obs_space, np.asarray(obs)
+        if isinstance(space, spaces.Discrete):
+            return np.eye(self.obs_dim, dtype=np.float32)[obs.reshape(-1).astype(np.int64) - int(space.start)]
+        if isinstance(space, spaces.MultiDiscrete):
+            flat = obs.reshape(len(obs), -1).astype(np.int64)
+            return np.concatenate([np.eye(n, dtype=np.float32)[flat[:, i]] for i, n in enumerate(_radices(space))], 1)
+        return obs.reshape(len(obs), -1).astype(np.float32)
+
+    def decode_actions(self, tokens: np.ndarray) -> np.ndarray:
+        """Tokens ``(n,)`` as actions ``(n, *act_space.shape)`` of the action space's dtype."""
+        space, tokens = self.act_space, np.asarray(tokens, dtype=np.int64)
+        if isinstance(space, spaces.Discrete):
+            return (tokens + int(space.start)).astype(space.dtype)
+        digits, rest = [], tokens.copy()
+        for n in reversed(_radices(space)):
+            digits.append(rest % n)
+            rest //= n
+        return np.stack(digits[::-1], axis=1).astype(space.dtype)
+
+    def decode_obs(self, flat: np.ndarray) -> np.ndarray:
+        """Encoded observations ``(n, obs_dim)`` back in the space's own form (what a VecEnv returns)."""
+        space, flat = self.obs_space, np.asarray(flat)
+        if isinstance(space, spaces.Discrete):
+            return (flat.argmax(1) + int(space.start)).astype(space.dtype)
+        if isinstance(space, spaces.MultiDiscrete):
+            cuts = np.cumsum(_radices(space))[:-1]
+            return np.stack([p.argmax(1) for p in np.split(flat, cuts, axis=1)], 1).astype(space.dtype)
+        return flat.reshape((len(flat), *space.shape)).astype(space.dtype)
+
+    def is_vectorized(self, obs: np.ndarray) -> bool:
+        """Stable-Baselines3's rule: one observation of the space's shape, or a batch of them."""
+        shape = self.obs_space.shape
+        if obs.shape == shape:
+            return False
+        if obs.shape[1:] == shape or (isinstance(self.obs_space, spaces.Discrete) and obs.shape[1:] in ((), (1,))):
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {obs.shape} for {type(self.obs_space).__name__} "
+                         f"environment, please use {shape} or (n_env, {', '.join(map(str, shape))}) for the "
+                         "observation shape.")
+
+
+class CodecWrapper(gym.Wrapper):
+    """An env copy seen through a :class:`SpaceCodec`: flat float observations, token actions.
+    Records ``info["is_success"]`` at the end of each episode in :attr:`successes`."""
+
+    def __init__(self, env: gym.Env, codec: SpaceCodec):
+        super().__init__(env)
+        self.codec, self.successes = codec, []
+        self.observation_space = spaces.Box(-np.inf, np.inf, (codec.obs_dim,), np.float32)
+        self.action_space = spaces.Discrete(codec.num_actions)
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
+        obs, info = self.env.reset(**kwargs)
+        return self.codec.encode_obs(np.asarray(obs)[None])[0], info
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict]:
+        native = self.codec.decode_actions(np.asarray([action]))[0]
+        obs, reward, terminated, truncated, info = self.env.step(native)
+        if (terminated or truncated) and "is_success" in info:
+            self.successes.append(bool(info["is_success"]))
+        return self.codec.encode_obs(np.asarray(obs)[None])[0], reward, terminated, truncated, info
+
+
+def space_to_json(space: spaces.Space) -> dict[str, Any]:
+    """A Box, Discrete, MultiDiscrete or MultiBinary space as JSON (what a saved policy records)."""
+    if isinstance(space, spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "dtype": str(space.dtype)}
+    if isinstance(space, spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": np.asarray(space.nvec).tolist()}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    raise UsageError(f"cannot save the space {space}: Box, Discrete, MultiDiscrete or MultiBinary")
+
+
+def space_from_json(data: dict[str, Any]) -> spaces.Space:
+    """The space :func:`space_to_json` wrote."""
+    kind = data.get("type")
+    if kind == "Box":
+        dtype = np.dtype(data["dtype"])
+        return spaces.Box(np.asarray(data["low"], dtype=dtype), np.asarray(data["high"], dtype=dtype), dtype=dtype)
+    if kind == "Discrete":
+        return spaces.Discrete(data["n"], start=data.get("start", 0))
+    if kind == "MultiDiscrete":
+        return spaces.MultiDiscrete(data["nvec"])
+    if kind == "MultiBinary":
+        return spaces.MultiBinary(data["n"])
+    raise ValueError(f"unknown space {kind!r}")

@@ -1,0 +1,31 @@
+"""The adapted Stable-Baselines3 tests need Stable-Baselines3 itself (its envs, callbacks, vec envs).
+
+Run against ``GRPO`` (the default), the cases PPO passes and ``GRPO`` does not are expected to
+fail, each with its reason (docs/guides/sb3.md): strict, so one that starts passing is reported.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+collect_ignore_glob = [] if importlib.util.find_spec("stable_baselines3") else ["test_sb3_*.py"]
+
+_JOINT = ("a MultiDiscrete or MultiBinary action is one categorical over its joint actions here (PPO: one per "
+          "dimension), which learns the 16-way identity too slowly for the test's 1200 steps")
+GRPO_FAILS = {
+    "test_sb3_identity.py::test_discrete[env1-GRPO]": _JOINT,
+    "test_sb3_identity.py::test_discrete[env2-GRPO]": _JOINT,
+    "test_sb3_logger.py::test_rollout_success_rate_onpolicy_algo": (
+        "the env's success depends on the episodes one env object has run; a group's episodes run on copies"),
+    "test_sb3_save_load.py::test_cast_lr_schedule": "a learning-rate function is code, not pickled into the zip",
+}
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    if os.environ.get("SB3_SUITE_ALGO", "grpo") != "grpo":
+        return
+    for item in items:
+        reason = GRPO_FAILS.get(item.nodeid.rpartition("/")[2])
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
