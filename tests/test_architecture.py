@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grpo_seq"
 # Each layer, lowest first; a module may import its own layer and those below it.
 LAYERS = ["errors", "math", "core", "envs", "jobs", "doors", "package"]
-DOORS = ("cli", "sb3", "trl")
+DOORS = ("cli", "sb3", "trl", "serve")
 MATH = ("advantages", "objective")
 MAX_FUNCTION_LINES = 60
 
@@ -136,6 +136,7 @@ def loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     ("grpo_seq.sb3", ("grpo_seq.cli", "grpo_seq.trl", "transformers", "transformers.hf_argparser")),
     ("grpo_seq.trl", ("grpo_seq.cli", "grpo_seq.sb3", "transformers.hf_argparser")),
     ("grpo_seq.jobs", ("grpo_seq.cli", "grpo_seq.sb3", "grpo_seq.trl", "torch", "transformers")),
+    ("grpo_seq.serve", ("grpo_seq.cli", "grpo_seq.sb3", "grpo_seq.trl", "torch", "fastapi")),
 ])
 def test_a_door_loads_no_other_door_and_no_argument_parser(door, unwanted):
     assert loaded_after(f"import {door}", unwanted) == []

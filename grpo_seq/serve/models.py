@@ -1,0 +1,114 @@
+"""The service's models: a finished job's model recorded in the store (:func:`register`), and
+loaded once for inference, then kept (:class:`ModelCache`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from .requests import RequestError, finite_or_none
+from .store import MODEL_NAME, Store
+
+__all__ = ["register", "ModelCache", "summary_of"]
+
+_SUMMARY_KEYS = ("solved", "solved_env_steps", "final_eval_return", "best_eval_return", "env_steps", "iterations",
+                 "seconds", "reward_mean", "steps")
+
+
+def register(store: Store, record: dict[str, Any]) -> dict[str, Any]:
+    """Record the model of the finished job ``record`` under its model name. An env job's model is
+    its best evaluated policy (``policy_best/``) where it kept one, else its final ``policy/``."""
+    run = store.run_dir(record["id"])
+    entry: dict[str, Any] = {"name": record["model_name"], "kind": record["kind"], "job": record["id"],
+                             "created": time.time()}
+    if record["kind"] == "env":
+        path = run / "policy_best" if (run / "policy_best").is_dir() else run / "policy"
+        kwargs = json.loads((path / "policy.json").read_text())["kwargs"]
+        entry.update(env_id=record["spec"]["env_id"], obs_dim=kwargs["obs_dim"], num_actions=kwargs["num_actions"])
+    else:
+        path = run / "model"
+        entry.update(base_model=record["spec"].get("model"))
+    try:
+        summary = json.loads((run / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    entry.update(path=str(path), summary={k: finite_or_none(summary[k]) for k in _SUMMARY_KEYS if k in summary})
+    store.write_model(entry)
+    return entry
+
+
+def summary_of(entry: dict[str, Any]) -> dict[str, Any]:
+    """What GET /models shows of a model."""
+    return {k: entry.get(k) for k in ("name", "kind", "job", "env_id", "obs_dim", "num_actions", "base_model",
+                                       "summary", "created") if entry.get(k) is not None}
+
+
+class _EnvModel:
+    def __init__(self, path: str):
+        from ..policies.actor import make_actor
+        from ..serialization import load_policy
+
+        policy = load_policy(path)
+        self.obs_dim = policy.init_kwargs["obs_dim"]
+        self.act = make_actor(policy, greedy=True)  # a numpy snapshot of the weights: no torch per request
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.act(obs)
+
+
+class _LMModel:
+    def __init__(self, path: str):
+        from ..models import load_model_and_tokenizer
+
+        self.model, self.tokenizer = load_model_and_tokenizer(path)
+        self.lock = threading.Lock()  # one generate at a time per model
+
+    def complete(self, prompt: str, max_new_tokens: int) -> str:
+        import torch
+
+        with self.lock, torch.no_grad():
+            enc = self.tokenizer(prompt, return_tensors="pt")
+            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                      pad_token_id=self.tokenizer.pad_token_id)
+            return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+class ModelCache:
+    """Models by name, each loaded on its first request and kept until its record changes (a
+    resumed job registers a newer model under the same name)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.lock = threading.Lock()
+        self.loaded: dict[str, tuple[float, Any]] = {}
+
+    def _stamp(self, name: Any) -> float:
+        """The modification time of ``name``'s record; 404 for a name the store lacks."""
+        if not isinstance(name, str) or not MODEL_NAME.fullmatch(name):
+            raise RequestError(400, "model_name: give the name of a model (GET /models lists them)")
+        try:
+            return self.store.model_path(name).stat().st_mtime
+        except FileNotFoundError:
+            raise RequestError(404, f"model_name {name!r}: no such model (GET /models lists them)") from None
+
+    def cached(self, name: Any) -> tuple[dict[str, Any], Any] | None:
+        """The loaded model ``name`` when it is current, else None (load it with :meth:`get`)."""
+        hit = self.loaded.get(name) if isinstance(name, str) else None
+        return hit[1] if hit is not None and hit[0] == self._stamp(name) else None
+
+    def get(self, name: Any) -> tuple[dict[str, Any], Any]:
+        """The model ``name``'s record and its loaded model, loading it when it is not current."""
+        stamp = self._stamp(name)
+        with self.lock:
+            hit = self.loaded.get(name)
+            if hit is None or hit[0] != stamp:
+                entry = self.store.model(name)
+                if entry is None:
+                    raise RequestError(404, f"model_name {name!r}: no such model (GET /models lists them)")
+                model = (_EnvModel if entry["kind"] == "env" else _LMModel)(entry["path"])
+                hit = self.loaded[name] = (stamp, (entry, model))
+        return hit[1]

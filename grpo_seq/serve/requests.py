@@ -1,0 +1,201 @@
+"""Request bodies to job specs and observations, every refusal a :class:`RequestError`: an HTTP
+status and one line naming the culprit. A train request's options are the job spec's own,
+checked by the same :func:`grpo_seq.jobs.spec_from_dict` as a spec file's; the Stable-Baselines3
+service's names (``env_name``, ``total_timesteps``, ``model_name``) are accepted beside ours."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import UsageError
+from ..jobs.spec import spec_from_dict
+from .config import ServeConfig
+from .store import Store, check_model_name
+
+__all__ = ["RequestError", "parse_json", "train_spec", "resume_spec", "observations", "ALIASES"]
+
+# the SB3 service's names -> ours
+ALIASES = {"env_name": "env_id", "total_timesteps": "total_env_steps"}
+# the service chooses where a job writes and whether it resumes; a body may not
+SERVER_CHOSEN = ("output_dir", "resume_from", "overwrite", "trust_remote_code")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+class RequestError(Exception):
+    """A refused request: ``status`` and a one-line reason."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, " ".join(reason.split())
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, else 400."""
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise RequestError(400, f"the body is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise RequestError(400, f"the body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with the SB3 names translated (both names given: refused) and no server-chosen key."""
+    options = dict(body)
+    for theirs, ours in ALIASES.items():
+        if theirs in options:
+            if ours in options:
+                raise RequestError(400, f"give {theirs!r} or {ours!r}, not both")
+            options[ours] = options.pop(theirs)
+    chosen = sorted(set(options) & set(SERVER_CHOSEN))
+    if chosen:
+        raise RequestError(400, f"{chosen}: the service chooses these (each job writes into its own folder of the store)")
+    if options.get("report_to"):
+        raise RequestError(400, "report_to: the service does not send metrics elsewhere; read GET /jobs/{id}/metrics")
+    return options
+
+
+def train_spec(body: Mapping[str, Any], store: Store, cfg: ServeConfig) -> tuple[Any, str | None]:
+    """The job spec a ``POST /train`` body asks for, checked, and its model name (None: the job id)."""
+    options = _options(body)
+    name = options.pop("model_name", None)
+    if name is not None:
+        try:
+            check_model_name(name)
+        except ValueError as e:
+            raise RequestError(400, str(e)) from None
+    kind = options.setdefault("kind", "lm" if "dataset" in options else "env")
+    if kind == "env":
+        _check_env(options, cfg)
+    elif kind == "lm":
+        _check_lm(options, store, cfg)
+    else:  # each kind names files and code of its own: the service checks only these two
+        raise RequestError(400, f"kind {kind!r}: this service runs 'env' and 'lm' jobs")
+    try:
+        spec = spec_from_dict(options, source="POST /train")
+    except UsageError as e:
+        raise RequestError(400, str(e)) from None
+    return spec, name
+
+
+def _check_budget(options: Mapping[str, Any], name: str, shown: str, most: int) -> None:
+    value = options.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and value > most:
+        raise RequestError(400, f"{shown}: at most {most:,} on this service (--{'max_env_steps' if name == 'total_env_steps' else 'max_lm_steps'}), got {value:,}")
+
+
+def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
+    """A registered gymnasium env with discrete actions and flat observations (an import path
+    ``module:Env`` would import code named by the request: refused), and a budget within bounds."""
+    import gymnasium as gym
+
+    from ..sampling.env import check_spaces
+
+    env_id = options.setdefault("env_id", "CartPole-v1")
+    if not isinstance(env_id, str) or ":" in env_id or env_id not in gym.registry:
+        raise RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
+    _check_budget(options, "total_env_steps", "total_timesteps", cfg.max_env_steps)
+    try:
+        env = gym.make(env_id)
+    except Exception as e:  # a registered env whose dependency is missing (Box2D, MuJoCo)
+        raise RequestError(400, f"env_name {env_id!r}: cannot be made here ({' '.join(str(e).split())})") from None
+    try:
+        check_spaces(env_id, env.observation_space, env.action_space)
+    except UsageError as e:
+        raise RequestError(400, f"env_name {env_id!r}: {e}") from None
+    finally:
+        env.close()
+
+
+def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
+    """A dataset inside the store's data/, a model from the store (a model name, a folder under
+    it) or a hub id, reward functions by name (``reward_fns``' short names or its import paths)."""
+    _check_budget(options, "max_steps", "max_steps", cfg.max_lm_steps)
+    dataset = options.get("dataset")
+    found = store.inside(dataset, "data") if isinstance(dataset, str) and dataset else None
+    if found is None or not found.exists():
+        raise RequestError(400, f"dataset {dataset!r}: give a file or folder inside the store's data/ folder "
+                           f"({store.root / 'data'}), by its path relative to it")
+    options["dataset"] = str(found)
+    options["model"] = _lm_model(options.get("model"), store)
+    fns = options.get("reward_fns", options.pop("reward_funcs", None))
+    if isinstance(fns, str):
+        fns = [fns]
+    if not isinstance(fns, list) or not fns:
+        raise RequestError(400, "reward_fns: give a list of reward function names")
+    from reward_fns import REGISTRY
+
+    for fn in fns:
+        if not isinstance(fn, str) or not (fn in REGISTRY or re.fullmatch(r"reward_fns(\.\w+)*:\w+", fn)):
+            raise RequestError(400, f"reward_fns: {fn!r} is not a reward function of this service; give one of "
+                               f"{sorted(REGISTRY)} or an import path inside reward_fns (reward_fns.module:function)")
+    options["reward_fns"] = fns
+
+
+def _lm_model(model: Any, store: Store) -> str:
+    if not isinstance(model, str) or not model:
+        raise RequestError(400, "model: give a language model: a model name of this service, a folder inside the "
+                           "store, or a hub id")
+    known = store.model(model) if "/" not in model else None
+    if known is not None and known.get("kind") == "lm":
+        return known["path"]
+    inside = store.inside(model)
+    if inside is not None and inside.is_dir():
+        return str(inside)
+    if HUB_ID.fullmatch(model) and not Path(model).exists() and ".." not in model:
+        return model
+    raise RequestError(400, f"model {model!r}: not a language model of this service, a folder inside the store "
+                       "or a hub id")
+
+
+def resume_spec(spec: Any, body: Mapping[str, Any], run_dir: Path, cfg: ServeConfig) -> Any:
+    """``spec`` resumed from ``run_dir`` with a larger budget (``total_timesteps`` or
+    ``total_env_steps`` for an env job, ``max_steps`` for a language model)."""
+    options = _options(body)
+    budget = "total_env_steps" if spec.KIND == "env" else "max_steps"
+    extra = sorted(set(options) - {budget})
+    if extra or budget not in options:
+        raise RequestError(400, f"resume: give only the new budget, {budget!r}{f'; not {extra}' if extra else ''}")
+    _check_budget(options, budget, budget, cfg.max_env_steps if budget == "total_env_steps" else cfg.max_lm_steps)
+    old = getattr(spec, budget)
+    new = options[budget]
+    if not isinstance(new, int) or isinstance(new, bool) or new <= old:
+        raise RequestError(400, f"{budget}: a resumed job needs a budget larger than its {old:,}, got {new!r}")
+    data = {**spec.to_dict(), budget: new, "resume_from": str(run_dir), "output_dir": str(run_dir)}
+    try:
+        return spec_from_dict(data, source="POST /jobs/{id}/resume")
+    except UsageError as e:
+        raise RequestError(400, str(e)) from None
+
+
+def observations(body: Mapping[str, Any], obs_dim: int, max_batch: int) -> tuple[np.ndarray, bool]:
+    """The observation(s) of an inference body as float32 rows, and whether it was a single one:
+    every row ``obs_dim`` finite numbers, at most ``max_batch`` rows."""
+    obs = body.get("observation", body.get("observations"))
+    if not isinstance(obs, list) or not obs:
+        raise RequestError(400, "observation: give a list of numbers, or a list of such lists (a batch)")
+    single = not isinstance(obs[0], list)
+    if not single and len(obs) > max_batch:
+        raise RequestError(413, f"observation: at most {max_batch} in a batch (--max_batch), got {len(obs)}")
+    try:
+        array = np.asarray([obs] if single else obs, dtype=np.float32)
+    except (ValueError, TypeError):
+        raise RequestError(400, f"observation: every row must be {obs_dim} numbers") from None
+    if array.ndim != 2 or array.shape[1] != obs_dim:
+        got = array.shape[-1] if array.ndim == 2 else "rows of unequal or nested length"
+        raise RequestError(400, f"observation: this model takes {obs_dim} numbers per observation, got {got}")
+    if not np.isfinite(array).all():
+        raise RequestError(400, "observation: holds NaN or infinity")
+    return array, single
+
+
+def finite_or_none(x: Any) -> Any:
+    """A float that JSON can carry (NaN and infinity as None)."""
+    return x if not isinstance(x, float) or math.isfinite(x) else None

@@ -1,0 +1,39 @@
+"""``python -m grpo_seq.serve`` and ``grpo-seq serve``: the service on uvicorn."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from ..errors import ConfigError
+from .config import TOKEN_ENV, parse_args, resolve_token
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m grpo_seq.serve") -> None:
+    """Parse the options, settle the token (printed once when generated), serve until stopped."""
+    cfg = parse_args(argv, prog)
+    try:
+        token, generated = resolve_token(cfg.host)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    # numpy's BLAS on one thread: a batch of observations through a small MLP is a few microseconds
+    # of math, and BLAS threads spinning beside the event loop cost ten times that (set before numpy loads)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        import uvicorn
+
+        from .app import create_app
+    except ImportError as e:
+        print(f"error: the service needs the serve extra ({e}); pip install 'grpo-seq[serve]'", file=sys.stderr)
+        raise SystemExit(2) from None
+    app = create_app(cfg, token)
+    if generated:
+        print(f"API token (send it as 'Authorization: Bearer <token>'; set {TOKEN_ENV} to choose it): {token}",
+              flush=True)
+    print(f"grpo-seq serve: http://{cfg.host}:{cfg.port}/ (the page), /docs (the API), store {app.state.service.store.root}",
+          flush=True)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)

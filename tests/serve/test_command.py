@@ -1,0 +1,51 @@
+"""Starting the service: ``grpo-seq serve`` and ``python -m grpo_seq.serve``, the token printed once
+when none is set, and a non-loopback address refused without one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, free_port, httpx, wait_for
+
+ENV = {k: v for k, v in os.environ.items() if k != "GRPO_SEQ_API_TOKEN"}
+ENV["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+
+
+def test_a_non_loopback_address_without_a_token_is_refused_and_nothing_is_written(tmp_path):
+    for command in (["-m", "grpo_seq.serve"], ["-m", "grpo_seq.cli.commands", "serve"]):
+        res = subprocess.run([sys.executable, *command, "--host", "0.0.0.0", "--store", str(tmp_path / "store")],
+                             env=ENV, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and res.stderr.startswith("error: --host 0.0.0.0: listening beyond this machine "
+                                                             "needs a token; set GRPO_SEQ_API_TOKEN"), res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "store").exists()
+    res = subprocess.run([sys.executable, "-m", "grpo_seq.serve", "--max_jobs", "0"], env=ENV, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and "error: --max_jobs: must be >= 1, got 0" in res.stderr
+
+
+def test_without_a_token_set_one_is_generated_and_printed_once(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "grpo_seq.cli.commands", "serve", "--port", str(port), "--store",
+                             str(tmp_path / "store")], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("API token (send it as 'Authorization: Bearer <token>'"), first
+        token = first.rsplit(": ", 1)[1].strip()
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        wait_for(lambda: _answers(client), 60, what="the service answers /health")
+        assert client.get("/jobs", headers={"Authorization": f"Bearer {token}"}).json() == {"jobs": []}
+        assert client.get("/jobs", headers={"Authorization": "Bearer x" + token}).status_code == 401
+    finally:
+        proc.terminate()
+        rest = proc.communicate(timeout=60)[0]
+    assert token not in rest  # printed once
+    assert proc.returncode in (0, -15) and "Traceback" not in rest, rest  # uvicorn re-raises the SIGTERM it handled
+
+
+def _answers(client) -> bool:
+    try:
+        return client.get("/health").status_code == 200
+    except httpx.TransportError:
+        return False

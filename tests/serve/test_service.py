@@ -1,0 +1,164 @@
+"""The service over real HTTP: train CartPole to solved and query it, the token, each bad input
+refused with nothing written, cancel, a killed job, too many jobs, resume, and a restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from conftest import CARTPOLE, TOKEN, Server, wait_for
+from grpo_seq.checkpoint import verify_checkpoint
+
+ROUTES = [("get", "/jobs"), ("get", "/models"), ("post", "/train"), ("post", "/inference"), ("get", "/jobs/x"),
+          ("delete", "/jobs/x"), ("get", "/jobs/x/metrics")]
+
+
+def test_cartpole_trains_to_solved_through_the_api_and_answers_actions(server, trained):
+    from grpo_seq.serialization import load_policy
+
+    assert trained["state"] == "done", trained
+    models = {m["name"]: m for m in server.client.get("/models").json()["models"]}
+    assert models["test"]["summary"]["solved"] is True and models["test"]["obs_dim"] == 4
+    # the actions the service answers are the saved policy's greedy actions
+    envs = gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="vector_entry_point")
+    obs, _ = envs.reset(seed=123)
+    answer = server.client.post("/inference", json={"model_name": "test", "observation": obs.tolist()}).json()
+    policy = load_policy(server.store / "jobs" / trained["id"] / "run" / "policy_best")
+    local = policy.numpy_actor(greedy=True)(obs.astype(np.float32)).tolist()
+    assert answer == {"actions": local}
+    single = server.client.post("/inference", json={"model_name": "test", "observation": obs[0].tolist()}).json()
+    assert single == {"action": local[0]}
+    # and they balance the pole: 8 episodes played by HTTP, one batch request per step (random play: ~22)
+    returns, alive = np.zeros(8), np.ones(8, dtype=bool)
+    for _ in range(500):
+        actions = server.client.post("/inference", json={"model_name": "test", "observation": obs.tolist()}).json()
+        obs, reward, terminated, truncated, _ = envs.step(np.array(actions["actions"]))
+        returns += np.where(alive, reward, 0)
+        alive &= ~(terminated | truncated)
+        if not alive.any():
+            break
+    assert returns.mean() >= 195, returns
+
+
+def _model(server: Server, name: str) -> dict:
+    return next(m for m in server.client.get("/models").json()["models"] if m["name"] == name)
+
+
+def test_metrics_are_paged_and_a_finished_job_resumes_with_more_budget(server, trained):
+    job_id = trained["id"]
+    first = server.client.get(f"/jobs/{job_id}/metrics", params={"offset": 0, "limit": 2}).json()
+    rest = server.client.get(f"/jobs/{job_id}/metrics", params={"offset": 2, "limit": 5000}).json()
+    lines = (server.store / "jobs" / job_id / "run" / "metrics.jsonl").read_text().splitlines()
+    assert first["rows"] + rest["rows"] == [json.loads(x) for x in lines] and first["next_offset"] == 2
+    assert any("eval/return" in r for r in rest["rows"])
+    smaller = server.client.post(f"/jobs/{job_id}/resume", json={"total_timesteps": 100})
+    assert smaller.status_code == 400 and "larger than its 20,000" in smaller.json()["detail"]
+    before = _model(server, "test")["created"]
+    res = server.client.post(f"/jobs/{job_id}/resume", json={"total_timesteps": 25000})
+    assert res.status_code == 202, res.text
+    again = server.wait_state(job_id, ("done", "failed"))
+    assert again["state"] == "done" and again["resumes"] == 1
+    assert _model(server, "test")["created"] > before  # registered again
+
+
+def test_every_route_but_health_docs_and_the_page_needs_the_token(server):
+    for method, path in ROUTES:
+        assert server.anonymous.request(method, path).status_code == 401, path
+        wrong = server.anonymous.request(method, path, headers={"Authorization": "Bearer not-" + TOKEN})
+        assert wrong.status_code == 401 and wrong.json() == {"detail": "wrong token"}, path
+    for path in ("/health", "/docs", "/openapi.json", "/", "/page/app.js"):
+        assert server.anonymous.get(path).status_code == 200, path
+    assert "/train" in server.anonymous.get("/openapi.json").json()["paths"]
+
+
+def _tree(root) -> dict:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("path, body, status, reason", [
+    ("/train", {"env_name": "NoSuchEnv-v0"}, 400, "not a registered gymnasium env"),
+    ("/train", {"env_name": "Pendulum-v1"}, 400, "actions must be Discrete"),
+    ("/train", {"env_name": "builtins:object"}, 400, "not a registered gymnasium env"),
+    ("/train", {**CARTPOLE, "model_name": "../x"}, 400, "not a path"),
+    ("/train", {**CARTPOLE, "model_name": "/abs"}, 400, "not a path"),
+    ("/train", {**CARTPOLE, "model_name": ""}, 400, "not a path"),
+    ("/train", {**CARTPOLE, "model_name": "a" * 65}, 400, "not a path"),
+    ("/train", {**CARTPOLE, "model_name": "fresh", "total_timesteps": -5}, 400, "--total_env_steps: must be >= 1"),
+    ("/train", {**CARTPOLE, "model_name": "fresh", "total_timesteps": 10**12}, 400, "at most 10,000,000"),
+    ("/train", {**CARTPOLE, "model_name": "fresh", "lr": 3}, 400, "unknown option(s) ['lr']"),
+    ("/train", {**CARTPOLE, "model_name": "fresh", "output_dir": "/tmp/x"}, 400, "the service chooses"),
+    ("/train", {**CARTPOLE, "model_name": "fresh", "learning_rate": "fast"}, 400, "takes float"),
+    ("/train", {"kind": "lm", "dataset": "../../etc/passwd"}, 400, "inside the store's data/"),
+    ("/train", {"kind": "text_env", "env_id": "mypkg:Env"}, 400, "this service runs 'env' and 'lm' jobs"),
+    ("/train", b"not json", 400, "not JSON"),
+    ("/train", b"[1, 2]", 400, "must be a JSON object"),
+    ("/train", b"{" + b" " * 2_000_000 + b"}", 413, "over 1,048,576 bytes"),
+    ("/inference", {"model_name": "test", "observation": [0.1, 0.2]}, 400, "takes 4 numbers per observation, got 2"),
+    ("/inference", {"model_name": "test", "observation": [0.1, float("nan"), 0, 0]}, 400, "NaN"),
+    ("/inference", {"model_name": "test", "observation": [[0.1, 0, 0, 0], [0.1]]}, 400, "every row must be 4 numbers"),
+    ("/inference", {"model_name": "test", "observation": "up"}, 400, "a list of numbers"),
+    ("/inference", {"model_name": "../test", "observation": [0, 0, 0, 0]}, 400, "the name of a model"),
+    ("/inference", {"model_name": "nope", "observation": [0, 0, 0, 0]}, 404, "no such model"),
+], ids=lambda v: v[:40] if isinstance(v, str) else None)
+def test_bad_input_gets_a_4xx_with_one_line_and_changes_nothing(server, trained, path, body, status, reason):
+    before = _tree(server.store)
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()  # json.dumps writes NaN as NaN
+    res = server.client.post(path, content=content, headers={"Content-Type": "application/json"})
+    assert res.status_code == status, res.text
+    detail = res.json()["detail"]
+    assert reason in detail and "\n" not in detail
+    assert _tree(server.store) == before
+
+
+LONG = {"env_name": "CartPole-v1", "total_timesteps": 5_000_000, "eval_every": 0, "seed": 1}
+
+
+def _pid(server: Server, job_id: str) -> int:
+    return json.loads((server.store / "jobs" / job_id / "job.json").read_text())["pid"]
+
+
+def _wait_stepping(server: Server, job_id: str) -> None:
+    """Until the job has taken a training step (it is inside its loop: SIGTERM now checkpoints)."""
+    wait_for(lambda: (server.job(job_id)["progress"] or {}).get("done"), what=f"job {job_id} takes a step")
+
+
+def test_cancel_checkpoints_a_killed_job_fails_and_max_jobs_answers_429(server, trained):
+    jobs = [server.train({**LONG, "model_name": name})["id"] for name in ("long-a", "long-b")]
+    for job_id in jobs:
+        _wait_stepping(server, job_id)
+    before = _tree(server.store / "jobs")
+    busy = server.client.post("/train", json={**LONG, "model_name": "long-c"})
+    assert busy.status_code == 429 and "--max_jobs" in busy.json()["detail"]
+    assert set(_tree(server.store / "jobs")) == set(before)  # no job folder was made
+    cancelled, killed = jobs
+    assert server.client.delete(f"/jobs/{cancelled}").status_code == 202
+    os.kill(_pid(server, killed), signal.SIGKILL)
+    view = server.wait_state(killed, ("failed",))
+    assert "killed by SIGKILL" in view["error"] and server.anonymous.get("/health").status_code == 200
+    view = server.wait_state(cancelled, ("cancelled", "failed"))
+    log = (server.store / "jobs" / cancelled / "log.txt").read_text()
+    assert view["state"] == "cancelled" and f"checkpoint written to {view['checkpoint']}" in log, log[-2000:]
+    again = server.client.delete(f"/jobs/{cancelled}")
+    assert again.status_code == 409 and again.json()["detail"] == f"job {cancelled}: already cancelled"
+    verify_checkpoint(view["checkpoint"])  # complete: every file its manifest lists, with its hash
+
+
+def test_a_restart_finds_the_models_and_names_the_checkpoint_of_a_job_it_left_running(server, trained):
+    models = server.client.get("/models").json()
+    orphan = server.train({**LONG, "model_name": "orphan"})["id"]
+    _wait_stepping(server, orphan)
+    worker = _pid(server, orphan)
+    ended = {j["id"]: j["state"] for j in server.client.get("/jobs").json()["jobs"] if j["id"] != orphan}
+    server.stop(signal.SIGKILL)  # the service dies without a word: its job notices and checkpoints
+    wait_for(lambda: not os.path.exists(f"/proc/{worker}"), what="the orphaned job exits")
+    server.start()
+    assert server.client.get("/models").json() == models
+    jobs = {j["id"]: j for j in server.client.get("/jobs").json()["jobs"]}
+    assert {k: jobs[k]["state"] for k in ended} == ended
+    assert jobs[orphan]["state"] == "failed" and "the service stopped while this job ran" in jobs[orphan]["error"]
+    verify_checkpoint(jobs[orphan]["checkpoint"])
