@@ -398,9 +398,7 @@ def lm_learning_per_minute() -> tuple[str, list]:
                          str(r[system].get("steps", 0)), fmt(r[system].get("peak_rss_gib"))])
         (b, o, n), (tb, t, tn) = cells["grpo-seq"], cells["trl"]
         headline.append(f"{task}: {fmt(b)} -> **{fmt(o)}** ({n} steps) against TRL {fmt(tb)} -> {fmt(t)} ({tn} steps)")
-    text = ("## Learning per CPU minute: held-out accuracy after the same wall budget
-
-"
+    text = ("## Learning per CPU minute: held-out accuracy after the same wall budget\n\n"
             f"Each task trains grpo-seq and TRL's GRPOTrainer side by side, started together, one torch thread each, "
             f"for {st['minutes']} minutes of training each (the clock paused while a model answers the held-out "
             f"items), from {st['model']} with the same prompts in the same order, the same reward functions and "
@@ -417,10 +415,34 @@ def lm_learning_per_minute() -> tuple[str, list]:
     return text, head
 
 
+def serve_load() -> tuple[str, list]:
+    """The HTTP service under 16 concurrent inference clients, a training job beside it."""
+    if not (RESULTS / "serve_load/result.json").is_file():
+        return "", []
+    d = load("serve_load/result.json")
+    one, many = d["single"], d["batch"]
+    rows = [["1 observation a request", fmt(one["requests_per_second"], ".0f"), fmt(one["observations_per_second"], ".0f"),
+             fmt(one["p50_ms"], ".1f"), fmt(one["p99_ms"], ".1f")],
+            [f"{many['batch']} observations a request", fmt(many["requests_per_second"], ".0f"),
+             fmt(many["observations_per_second"], ".0f"), fmt(many["p50_ms"], ".1f"), fmt(many["p99_ms"], ".1f")]]
+    beside = "a CartPole training job running beside it" if d["training_beside"] else "nothing else running"
+    text = ("## The HTTP service under load\n\n"
+            f"`benchmarks/serve_load.py`: the service on loopback, a CartPole policy, {d['clients']} concurrent clients "
+            f"({one['client_processes']} client processes) sending `POST /inference` for {fmt(one['seconds'], '.0f')} s "
+            f"per phase, {beside}. A batch request carries {fmt(d['batch_to_single_observations_per_second'], '.0f')}x "
+            "the observations per second of single ones.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["requests", "requests/s", "observations/s", "p50 ms", "p99 ms"], rows))
+    head = [f"HTTP inference, {d['clients']} clients, {beside}", "-",
+            f"{fmt(one['requests_per_second'], '.0f')} req/s, p99 {fmt(one['p99_ms'], '.0f')} ms; batches of "
+            f"{many['batch']}: {fmt(d['batch_to_single_observations_per_second'], '.0f')}x the observations/s"]
+    return text, head
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
-               sampling_agreement, soak, against_tree):
+               sampling_agreement, soak, against_tree, serve_load):
         text, head = fn()
         if text:
             parts.append(text)
