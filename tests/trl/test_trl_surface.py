@@ -59,11 +59,13 @@ def test_a_trl_style_script_trains_and_its_reward_rises(tmp_path, tiny_model):
     assert len(rewards) == 5 and {"rewards/sevens/mean", "rewards/has_digit/mean", "kl", "loss"} <= set(recorder.logs[0])
     assert rewards[-1] > rewards[0] + 0.3, rewards
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["num_groups"] == 2 and config["loss_type"] == "bnpo" and config["beta"] == 0.0  # TRL's dapo, beta 0
+    assert config["num_groups"] == 2 and config["loss_type"] == "dapo" and config["beta"] == 0.0  # TRL's defaults
     assert trainer.save_model() == tmp_path / "run" / "model"
     assert (tmp_path / "run" / "model" / "config.json").is_file()
-    metrics = trainer.evaluate(dataset.select(range(2)), max_new_tokens=4)
-    assert set(metrics) == {"eval_reward", "eval_rewards/sevens/mean", "eval_rewards/has_digit/mean"}
+    metrics = trainer.evaluate(dataset.select(range(2)))
+    assert {"eval_loss", "eval_reward", "eval_reward_std", "eval_rewards/sevens/mean", "eval_rewards/has_digit/std",
+            "eval_completions/mean_length", "eval_runtime", "epoch"} <= set(metrics)
+    assert trainer.state.log_history[-1]["eval_loss"] == metrics["eval_loss"]
 
 
 def test_a_conversational_dataset_and_a_callback_that_stops(tmp_path, tiny_model):
@@ -97,10 +99,10 @@ def test_a_model_object_and_its_tokenizer(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"use_vllm": True}, "'use_vllm' is a TRL option that grpo-seq does not have"),
+    ({"use_vllm": True}, "use_vllm=True is a TRL option grpo-seq cannot apply here (vLLM needs a CUDA GPU"),
+    ({"push_to_hub": True}, "push_to_hub=True is a TRL option grpo-seq cannot apply here (grpo-seq does not push"),
     ({"lerning_rate": 1e-3}, "unknown option 'lerning_rate'; did you mean 'learning_rate'?"),
-    ({"loss_type": "cispo"}, "GRPOConfig.loss_type: grpo-seq has"),
-    ({"scale_rewards": "batch"}, "'batch' is not in grpo-seq"),
+    ({"loss_type": "ppo"}, "GRPOConfig.loss_type: grpo-seq has"),
     ({"per_device_train_batch_size": 6, "num_generations": 4}, "must be a multiple of num_generations (4)"),
 ])
 def test_trl_options_grpo_seq_lacks_are_refused_by_name(kwargs, message):
@@ -113,12 +115,13 @@ def test_trl_names_map_onto_ours():
     args = GRPOConfig(per_device_train_batch_size=4, gradient_accumulation_steps=4, num_generations=8, max_steps=-1,
                       num_train_epochs=2, scale_rewards="none", num_iterations=2, adam_epsilon=1e-6,
                       lr_scheduler_type="constant", save_only_model=True, report_to="none", sync_ref_model=True,
-                      ref_model_mixup_alpha=1.0, ref_model_sync_steps=64)
+                      ref_model_sync_steps=64)
     opts = args.lm_options(num_prompts=10)
     assert opts["num_groups"] == 2 and opts["micro_batch_size"] == 4 and opts["max_steps"] == 10  # 2 epochs x 10 / 2
+    assert opts["num_minibatches"] == 1  # steps_per_generation = gradient_accumulation_steps: one optimizer step
     assert opts["scale_rewards"] is False and opts["mu"] == 2 and opts["adam_eps"] == 1e-6
     assert opts["lr_schedule"] == "constant" and opts["save_optimizer"] is False and opts["report_to"] == []
-    assert opts["ref_sync_steps"] == 64
+    assert opts["sync_ref_model"] is True and opts["ref_model_mixup_alpha"] == 0.6 and opts["ref_model_sync_steps"] == 64
 
 
 def test_the_trainer_refuses_what_it_cannot_do(tiny_model):
