@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 
 from gsm8k_tiny import GSM8KConfig  # noqa: E402
+from text_env import TextEnvConfig  # noqa: E402
 
 from grpo_seq.cli import parse_config  # noqa: E402
 from grpo_seq.jobs.env_spec import EnvJob  # noqa: E402
@@ -24,7 +25,7 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
 
 
-@pytest.mark.parametrize("name, cls", [("gym_env", EnvJob), ("gsm8k_tiny", GSM8KConfig)])
+@pytest.mark.parametrize("name, cls", [("gym_env", EnvJob), ("gsm8k_tiny", GSM8KConfig), ("text_env", TextEnvConfig)])
 def test_shipped_yaml_holds_exactly_the_defaults(name, cls):
     shipped = yaml.safe_load((ROOT / f"recipes/configs/{name}.yaml").read_text())
     assert parse_config(cls, ["--config", str(ROOT / f"recipes/configs/{name}.yaml")]) == cls()
