@@ -45,7 +45,6 @@ REFUSED: dict[str, str] = {
     "deepspeed": _DIST, "fsdp": _DIST, "fsdp_config": _DIST, "parallelism_config": _DIST,
     "ds3_gather_for_generation": _DIST, "warmup_steps": _SCHED, "lr_scheduler_kwargs": _SCHED,
     "optim_args": "grpo-seq's optimizer is AdamW", "optim_target_modules": "grpo-seq's optimizer is AdamW",
-    "max_tool_calling_iterations": "tools are not in grpo-seq",
     "cast_lm_head_to_fp32": "the weights are float32 already unless model_init_kwargs asks for bfloat16",
     "load_best_model_at_end": "grpo-seq keeps the last model", "metric_for_best_model": "grpo-seq keeps the last model",
     "label_smoothing_factor": "GRPO has no labels", "neftune_noise_alpha": "not in grpo-seq",
@@ -139,6 +138,9 @@ class GRPOConfig:
     repetition_penalty: float = 1.0
     generation_kwargs: dict | None = None
     chat_template_kwargs: dict | None = None
+    # GRPOTrainer(tools=..., environment_factory=...): most rounds of tool calls per conversation (None: no limit
+    # but max_completion_length, which counts the tools' results too)
+    max_tool_calling_iterations: int | None = None
     # TRL corrects vLLM's samples; here they correct those of a cheaper sampling copy (sampling_dtype)
     vllm_importance_sampling_correction: bool = True
     vllm_importance_sampling_mode: str = "sequence_mask"

@@ -24,6 +24,7 @@ from .callbacks import CallbackRunner, reward_stats, trl_logs
 from .config import GRPOConfig
 from .evaluation import eval_datasets, evaluate_rows
 from .reward_funcs import load_reward_funcs
+from .tools import placeholder_rows, tool_sampler, with_environment_reward
 
 __all__ = ["GRPOTrainer", "TrainOutput"]
 
@@ -56,7 +57,9 @@ class GRPOTrainer:
     ``IterableDataset``), a list of dicts, or a file or folder with a ``prompt`` column; other
     columns reach the reward functions as keyword arguments, with ``trainer_state``,
     ``log_metric`` and ``log_extra``. ``peft_config``: a peft ``LoraConfig`` (``self.model`` is the
-    ``PeftModel`` from here on). ``callbacks``: transformers ``TrainerCallback``s. The arguments
+    ``PeftModel`` from here on). ``callbacks``: transformers ``TrainerCallback``s. ``tools`` and
+    ``environment_factory``: TRL's tool calling, played by the text-environment sampler
+    (:mod:`grpo_seq.trl.tools`; docs/guides/trl.md says what is covered). The arguments
     become an LM job spec (``self.cfg``) and its run is built here; :meth:`train` runs that job's
     loop (:func:`grpo_seq.jobs.lm.train`): no second training loop.
     """
@@ -64,27 +67,31 @@ class GRPOTrainer:
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
                  callbacks: Sequence[Any] | None = None, optimizers: tuple = (None, None), peft_config: Any = None,
-                 **trl_only: Any):
+                 tools: Sequence[Any] | None = None, environment_factory: Any = None, **trl_only: Any):
         _refuse_unsupported(trl_only, optimizers)
         self.args = args if args is not None else GRPOConfig()
         if not isinstance(self.args, GRPOConfig):
             raise UsageError(f"GRPOTrainer: args must be grpo_seq.trl.GRPOConfig, got {type(self.args).__name__} "
                              "(change the import: from grpo_seq.trl import GRPOConfig)")
-        if train_dataset is None:
-            raise UsageError("GRPOTrainer: `train_dataset` is required (rows with a 'prompt' column)")
+        train_dataset = placeholder_rows(train_dataset, environment_factory, self.args)
         _check_iterable(train_dataset, self.args)
         self.train_dataset = prompt_rows(read_rows(train_dataset), "prompt", keep_columns=not self.args.remove_unused_columns,
                                          source="train_dataset")
         self.eval_dataset = eval_dataset
+        self.tools, self.environment_factory = list(tools or []), environment_factory
+        reward_funcs, reward_processing_classes, weights = with_environment_reward(
+            environment_factory, reward_funcs, reward_processing_classes, self.args.reward_weights)
         self.reward_funcs, self.reward_processing_classes, fns = load_reward_funcs(
             reward_funcs, reward_processing_classes, self.args._dtype(), self.args.trust_remote_code)
-        self.scorer = RewardScorer(fns, self.args.reward_weights)
+        self.scorer = RewardScorer(fns, weights)
         self.reward_funcs = [m if isinstance(m, torch.nn.Module) else fn for m, fn in zip(self.reward_funcs, self.scorer.fns)]
         self.scorer.extra = {"trainer_state": None, "log_metric": self._log_metric, "log_extra": self._log_extra}
+        if environment_factory is not None:
+            self.scorer.extra["environments"] = []  # TRL's: each completion's environment object (set by the sampler)
         self.scorer.check_dataset(self.train_dataset, source="train_dataset")  # before the model loads
         self.model, self.processing_class, name = _load_model(model, processing_class, self.args)
         self.cfg = LMJob(model=name, reward_fns=list(self.scorer.names),  # the job spec (reward_fns: names, for the record)
-                         **self.args.lm_options(len(self.train_dataset)))
+                         **{**self.args.lm_options(len(self.train_dataset)), "reward_weights": weights})
         shrink(self.cfg)  # GRPO_SEQ_QUICK: a smoke test's budget, before the callbacks read max_steps
         short = name.rstrip("/").split("/")[-1]
         self.cfg.output_dir = resolve_run_dir(self.cfg, f"runs/grpo__{short}__{self.cfg.seed}__{int(time.time())}")
@@ -116,12 +123,24 @@ class GRPOTrainer:
                 self.processing_class.apply_chat_template, **self.args.chat_template_kwargs)
         self._run: LMRun = build(self.cfg, self.train_dataset, self.scorer, self.model, self.processing_class,
                                  self.accelerator, None, label="grpo")
+        if self.tools or self.environment_factory is not None:  # tools: a text environment's conversations
+            self._run.trainer.sampler = tool_sampler(self.cfg, self.train_dataset, self.model, self.processing_class,
+                                                     self.accelerator, self.tools, self.environment_factory,
+                                                     self.args.max_tool_calling_iterations)
+            if self.environment_factory is not None:
+                self.scorer.extra["environments"] = self._run.trainer.sampler.environments
         self._run.trainer.sampler.sampling.update(self.args.generation_options())
         self.model = self._run.trainer.policy.model
         ref = self._run.trainer.ref_policy
         self.ref_model = ref.model if ref is not None else None
         self.aux_loss_enabled = False  # no mixture-of-experts router loss here (router_aux_loss_coef)
         self.peft_config = peft_config
+
+    @property
+    def environments(self) -> list[Any] | None:
+        """TRL's: each conversation's environment object (made by ``environment_factory``), in the
+        last batch's order; None without one."""
+        return self._run.trainer.sampler.environments if self.environment_factory is not None else None
 
     @property
     def state(self) -> Any:
@@ -226,6 +245,9 @@ class GRPOTrainer:
         ``eval_reward``, ``eval_reward_std``, ``eval_rewards/<fn>/mean`` and ``/std``,
         ``eval_completions/mean_length``, ``eval_runtime``, ``epoch``."""
         data = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if self.tools or self.environment_factory is not None:
+            raise UsageError("GRPOTrainer.evaluate: evaluation with tools or environment_factory is not in grpo-seq; "
+                             "train with them, evaluate without eval_dataset")
         if data is None:
             raise UsageError("GRPOTrainer.evaluate: give eval_dataset (here or to GRPOTrainer)")
         start = time.perf_counter()
@@ -274,8 +296,8 @@ def _refuse_unsupported(trl_only: dict, optimizers: tuple) -> None:
     if optimizers not in ((None, None), None):
         given.append("optimizers")
     if given:
-        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (tools, rollout "
-                         "functions, environments, custom optimizers); docs/guides/trl.md lists them")
+        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (rollout "
+                         "functions, custom optimizers); docs/guides/trl.md lists them")
 
 
 def _check_iterable(dataset: Any, args: GRPOConfig) -> None:

@@ -9,12 +9,14 @@ language model over several turns.
   per turn for every episode still playing.
 - :mod:`.evaluation`: greedy episodes on held-out seeds (success rate, return, turns, reply tokens).
 - :mod:`.textarena`: single-player TextArena games as text environments (extra ``textarena``).
+- :mod:`.tools`: tool calling (TRL's ``tools`` and ``environment_factory``) as a text environment.
 """
 
 from .chat import ChatFormat
 from .contract import checked_reset, checked_step, make_text_env, text_env_name
 from .evaluation import HELD_OUT_SEED, evaluate_text_env
 from .sampler import TextEnvGroupSampler
+from .tools import ToolEnv, ToolEnvSampler
 
 __all__ = ["ChatFormat", "TextEnvGroupSampler", "checked_reset", "checked_step", "make_text_env", "text_env_name",
-           "evaluate_text_env", "HELD_OUT_SEED"]
+           "evaluate_text_env", "HELD_OUT_SEED", "ToolEnv", "ToolEnvSampler"]

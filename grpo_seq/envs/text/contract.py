@@ -6,7 +6,8 @@ A text environment is a gymnasium environment whose observations and actions are
     reset(seed=None, options=None) -> (prompt: str, info: dict)
     step(reply: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict)
 
-``prompt`` opens the conversation (the first user message), ``reply`` is the model's answer as
+``prompt`` opens the conversation (the first user message, or a list of chat messages to open
+with), ``reply`` is the model's answer as
 decoded text, ``observation`` the environment's answer (the next user message) and ``reward``
 that turn's reward. An ``info`` key ``success`` (a bool), where the environment reports one, is
 counted into the run's success rate.
@@ -68,9 +69,9 @@ def check_text_spaces(name: str, env: gym.Env) -> None:
                              "takes replies and gives observations as strings (train-env trains vector envs)")
 
 
-def checked_reset(env: gym.Env, name: str, seed: int) -> tuple[str, dict]:
-    """``env.reset(seed=seed)``; an exception or a prompt that is not a string is a :class:`UsageError`
-    naming the env."""
+def checked_reset(env: gym.Env, name: str, seed: int) -> tuple[str | list[dict], dict]:
+    """``env.reset(seed=seed)``; an exception or a prompt that is neither a string nor a list of chat
+    messages (dicts with ``role`` and ``content``) is a :class:`UsageError` naming the env."""
     try:
         out = env.reset(seed=seed)
     except Exception as e:  # the user's code: say whose it is, keep the cause chained
@@ -78,6 +79,8 @@ def checked_reset(env: gym.Env, name: str, seed: int) -> tuple[str, dict]:
     if not (isinstance(out, tuple) and len(out) == 2):
         raise UsageError(f"{name}.reset returned {_describe(out)}; a text environment returns (prompt, info)")
     prompt, info = out
+    if _is_chat(prompt):  # a conversation to open with (chat messages), as a prompt column may hold
+        return prompt, dict(info or {})
     if not isinstance(prompt, str):
         raise UsageError(f"{name}.reset returned a prompt of type {type(prompt).__name__} ({_describe(prompt)}); "
                          "a text environment's observations are strings")
@@ -110,3 +113,7 @@ def checked_step(env: gym.Env, name: str, turn: int, reply: str) -> tuple[str, f
 
 def _describe(value: object) -> str:
     return repr(value)[:120]
+
+
+def _is_chat(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)

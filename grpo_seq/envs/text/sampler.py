@@ -15,8 +15,12 @@ language-model batch whose completion is the whole conversation after the first 
 
 Limits: ``max_turns`` replies per episode, ``max_reply_tokens`` per reply (a reply cut there still
 goes to the environment, its turn closed by the template), ``max_total_tokens`` for the whole
-conversation, prompt included. An episode stopped by a limit, or truncated by its environment, is
-``truncated``.
+conversation, prompt included, and ``max_conversation_tokens`` (optional) for what follows the
+prompt (replies and answers together, as TRL's ``max_completion_length`` counts). An episode
+stopped by a limit, or truncated by its environment, is ``truncated``.
+
+An environment whose ``info`` holds ``messages`` (chat messages, e.g. tools' results) answers
+with them in place of a user message holding the observation (:meth:`ChatFormat.messages_ids`).
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ __all__ = ["TextEnvGroupSampler", "Episode"]
 class Episode:
     """One episode's conversation after its prompt, as it grows."""
 
-    prompt: str
+    prompt: str | list[dict[str, Any]]
     prompt_ids: list[int]
+    limit: int = 0  # most tokens of the whole conversation, prompt included
     ids: list[int] = field(default_factory=list)
     trained: list[bool] = field(default_factory=list)
     turn_of: list[int] = field(default_factory=list)  # each token's turn (0-based), -1 outside replies
@@ -86,6 +91,8 @@ class TextEnvGroupSampler:
         max_turns: most replies per episode.
         max_reply_tokens: most new tokens per reply.
         max_total_tokens: most tokens of a whole conversation, prompt included.
+        max_conversation_tokens: most tokens after the prompt (replies and the environment's
+            answers together); None: max_total_tokens alone.
         temperature, top_p, top_k: sampling settings (top_k 0 disables it).
         seed: seeds the start states; each process draws its own (``process_index``).
         system_prompt: a system message before each prompt ('' for none).
@@ -98,7 +105,7 @@ class TextEnvGroupSampler:
                  max_reply_tokens: int = 64, max_total_tokens: int = 1024, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0, process_index: int = 0, system_prompt: str = "",
                  env_kwargs: dict[str, Any] | None = None, env_fn: Callable[[], gym.Env] | None = None,
-                 sampler_logprobs: bool = False):
+                 sampler_logprobs: bool = False, max_conversation_tokens: int | None = None):
         if group_size < 2:
             raise ValueError(f"TextEnvGroupSampler: group_size (G) must be >= 2, got {group_size}")
         for name, value in (("num_groups", num_groups), ("max_turns", max_turns), ("max_reply_tokens", max_reply_tokens)):
@@ -108,6 +115,7 @@ class TextEnvGroupSampler:
             raise ValueError("TextEnvGroupSampler: give env_id or env_fn")
         self.num_groups, self.group_size = num_groups, group_size
         self.max_turns, self.max_reply_tokens, self.max_total_tokens = max_turns, max_reply_tokens, max_total_tokens
+        self.max_conversation_tokens = max_conversation_tokens
         self.envs = [env_fn() if env_fn else make_text_env(env_id, **(env_kwargs or {}))
                      for _ in range(num_groups * group_size)]
         self.env_name = text_env_name(self.envs[0], env_id)
@@ -171,7 +179,11 @@ class TextEnvGroupSampler:
         episodes = []
         for env, seed in zip(self.envs, seeds):
             prompt, _ = checked_reset(env, self.env_name, seed)
-            episodes.append(Episode(prompt, self.format.prompt_ids(prompt)))
+            ids = self.format.prompt_ids(prompt)
+            limit = self.max_total_tokens
+            if self.max_conversation_tokens is not None:
+                limit = min(limit, len(ids) + self.max_conversation_tokens)
+            episodes.append(Episode(prompt, ids, limit))
             if episodes[-1].length >= self.max_total_tokens:
                 raise UsageError(f"{self.env_name}: a prompt of {episodes[-1].length} tokens leaves no room for a reply "
                                  f"under max_total_tokens={self.max_total_tokens}; raise --max_total_tokens: "
@@ -181,7 +193,7 @@ class TextEnvGroupSampler:
     def _play_turn(self, policy: nn.Module, playing: list[tuple[int, Episode]], turn: int, clock: dict,
                    sampling: dict[str, Any]) -> None:
         """Every playing episode's reply in one generate call, then each environment's answer."""
-        rooms = [min(self.max_reply_tokens, self.max_total_tokens - e.length) for _, e in playing]
+        rooms = [min(self.max_reply_tokens, e.limit - e.length) for _, e in playing]
         for (_, e), room in zip(playing, rooms):
             if room < 1:
                 e.end(truncated=True)  # no room left for a reply
@@ -236,12 +248,13 @@ class TextEnvGroupSampler:
         if terminated or truncated:
             e.end(truncated=truncated and not terminated)
             return
-        answer = self.format.observation_ids(obs, ended)
-        if e.length + len(answer) >= self.max_total_tokens:
+        said = info.get("messages") or [{"role": "user", "content": obs}]
+        answer = self.format.messages_ids(said, ended) if "messages" in info else self.format.observation_ids(obs, ended)
+        if e.length + len(answer) >= e.limit:
             e.end(truncated=True)  # the answer and a reply of one token would not fit
             return
         e.add(answer, -1)
-        e.messages.append({"role": "user", "content": obs, "trained": False})
+        e.messages += [{**m, "trained": False} for m in said]
 
     # -- the batch -------------------------------------------------------------------------------
 
