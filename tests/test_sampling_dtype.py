@@ -210,7 +210,7 @@ def test_trl_names_map_onto_ours():
         TRLConfig(vllm_importance_sampling_mode="token")
     with pytest.raises(ConfigError, match="clip_max: grpo-seq needs an upper bound"):
         TRLConfig(vllm_importance_sampling_clip_max=None)
-    with pytest.raises(UsageError, match="'use_vllm' is a TRL option"):
+    with pytest.raises(UsageError, match="use_vllm=True is a TRL option"):
         TRLConfig(use_vllm=True)
 
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("flags, message", [
     (["--epsilon", "0"], "GRPOConfig.epsilon: must be in (0, 1), got 0.0"),
     (["--beta", "-1"], "GRPOConfig.beta: must be >= 0, got -1.0"),
-    (["--loss_type", "ppo"], "GRPOConfig.loss_type: must be one of ('grpo', 'bnpo', 'dr_grpo'), got 'ppo'"),
+    (["--loss_type", "ppo"], "GRPOConfig.loss_type: must be one of ('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'), got 'ppo'"),
     (["--num_generations", "1"], "GRPOConfig.num_generations: a group needs at least 2 outputs"),
 ])
 def test_a_flag_the_config_refuses_is_one_error_line_not_a_traceback(flags, message):
