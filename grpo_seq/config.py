@@ -84,7 +84,7 @@ class GRPOConfig:
         metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each scored token, "
                   "aggregated as loss_type says (Stable-Baselines3's ent_coef). It keeps a policy from turning "
                   "deterministic before its group comparisons have told its actions apart. Needs a policy whose "
-                  "entropy carries a gradient (the MLP policies); 0 turns it off."},
+                  "entropy carries a gradient (the MLP and language-model policies); 0 turns it off."},
     )
     ref_sync_steps: int = field(
         default=0,

@@ -353,7 +353,8 @@ def grpo_loss(
     (Schulman et al. 2017, equation 9), aggregated like the rest.
 
     Returns ``(loss, stats)`` where ``stats`` holds ``kl`` (masked mean estimate, 0 when beta is 0
-    and no reference is given), ``clip_fraction`` and ``ratio`` (masked means).
+    and no reference is given), ``clip_fraction`` and ``ratio`` (masked means), and with
+    ``variant.entropy_coef > 0`` ``entropy_bonus``, what the loss subtracted for it.
     ``num_outputs``/``num_tokens``: the whole batch's counts when this is a micro-batch (see
     :func:`aggregate`); ``entropy_tokens`` the minibatch's token count for the entropy bonus's mean
     (:func:`entropy_bonus`).
@@ -377,10 +378,12 @@ def grpo_loss(
             raise ValueError("ent_coef > 0 needs the per-token entropies (entropy_t)")
         objective_t = objective_t + ent_coef * entropy_t
     loss = -aggregate(objective_t, mask_t, loss_type, max_len, num_outputs, num_tokens)
+    stats = _token_stats(loss_type, ratio_t, adv_t, kl_t, mask_t, eps_low, eps_high)
     if v.entropy_coef > 0:
-        loss = loss - v.entropy_coef * entropy_bonus(entropy_t, mask_t, keep_t, entropy_tokens)
-
-    return loss, _token_stats(loss_type, ratio_t, adv_t, kl_t, mask_t, eps_low, eps_high)
+        bonus = v.entropy_coef * entropy_bonus(entropy_t, mask_t, keep_t, entropy_tokens)
+        loss = loss - bonus
+        stats["entropy_bonus"] = bonus.detach()  # the loss's entropy term, not a token mean
+    return loss, stats
 
 
 DEFAULT_VARIANT = LossVariant()

@@ -67,6 +67,7 @@ class UpdateStats:
     tokens: float | Tensor = 0.0
     losses: list[Tensor] = field(default_factory=list)
     grad_norms: list[Tensor] = field(default_factory=list)
+    entropy_bonuses: list[Tensor] = field(default_factory=list)  # each optimizer step's entropy_coef term
     extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
 
 
@@ -75,6 +76,23 @@ class UpdateStats:
 EXPLORING_ENTROPY = 0.1
 COLLAPSED_ENTROPY = 1e-6
 COLLAPSE_MIN_TOKENS = 16
+
+
+def _ask_for_entropy_grad(config: GRPOConfig, policy: nn.Module) -> None:
+    """An objective with an entropy term (ent_coef, entropy_coef, adaptive entropy) needs the
+    policy's entropy with a gradient: a policy that computes it only on request
+    (``enable_entropy_grad``, a language model) is asked; one that cannot give it is refused."""
+    needs = {"ent_coef": config.ent_coef > 0, "entropy_coef": config.entropy_coef > 0 or config.use_adaptive_entropy}
+    has_grad = lambda: getattr(policy, "entropy_has_grad", False)  # noqa: E731
+    if any(needs.values()) and not has_grad() and hasattr(policy, "enable_entropy_grad"):
+        policy.enable_entropy_grad()
+    name = type(policy).__name__
+    if needs["ent_coef"] and not has_grad():
+        raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {name} gives no entropy with a gradient; "
+                          "set ent_coef to 0")
+    if needs["entropy_coef"] and not has_grad():
+        raise ConfigError(f"GRPOConfig.entropy_coef={config.entropy_coef}: {name} gives no entropy with a gradient; "
+                          "set entropy_coef to 0 and use_adaptive_entropy to false")
 
 
 class GRPOTrainer:
@@ -108,13 +126,7 @@ class GRPOTrainer:
                 f"sampler draws {sampler.num_groups} groups of {sampler.group_size} but GRPOConfig says "
                 f"num_groups={config.num_groups}, num_generations={config.num_generations}"
             )
-        if config.ent_coef > 0 and not getattr(policy, "entropy_has_grad", False):
-            raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {type(policy).__name__} gives no entropy with a "
-                              "gradient (a language model's is a statistic only); set ent_coef to 0")
-        if (config.entropy_coef > 0 or config.use_adaptive_entropy) and not getattr(policy, "entropy_has_grad", False):
-            raise ConfigError(f"GRPOConfig.entropy_coef={config.entropy_coef}: {type(policy).__name__} gives no entropy with "
-                              "a gradient (a language model's is a statistic only); set entropy_coef to 0 and "
-                              "use_adaptive_entropy to false")
+        _ask_for_entropy_grad(config, policy)
         self.config, self.sampler, self.score_fn = config, sampler, score_fn
         self._variant = LossVariant.from_config(config)  # the GRPO family's per-token choices
         self.entropy_control = EntropyControl.from_config(config)
@@ -424,7 +436,7 @@ class GRPOTrainer:
                   "entropy_tokens": batch.mask[idx].sum()}
         if self._step_tokens is not None:
             counts["num_tokens"] = self._step_tokens
-        mb_loss = torch.zeros((), device=acc.device)
+        mb_loss, mb_bonus = torch.zeros((), device=acc.device), torch.zeros((), device=acc.device)
         for j, chunk in enumerate(chunks):
             sub = batch.select(chunk)
             # Gradients are all-reduced once per optimizer step, on the last micro-batch.
@@ -433,11 +445,14 @@ class GRPOTrainer:
                 loss, token_stats = self._loss(sub, stand_in, counts)
                 acc.backward(loss)
             mb_loss += loss.detach()
+            mb_bonus += token_stats.pop("entropy_bonus", 0.0)
             if not stand_in:
                 self._add_token_stats(stats, token_stats, sub.mask.sum())
         if not chunks:  # nothing to train: Adam still steps (its moments move) on a zero gradient
             for p in self._params:
                 p.grad = torch.zeros_like(p)
+        if self.entropy_control.active:
+            stats.entropy_bonuses.append(mb_bonus)
         return mb_loss
 
     @staticmethod
@@ -514,6 +529,8 @@ class GRPOTrainer:
         averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
                     "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
                     "loss/nonfinite_steps": float(self._nonfinite_this_step), **batch.metrics}
+        if stats.entropy_bonuses:  # what entropy_coef's term took off loss/policy
+            averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()
         reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
         metrics = {
             "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),

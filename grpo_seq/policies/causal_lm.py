@@ -9,6 +9,7 @@ from typing import Iterator
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ..batch import RolloutBatch
 from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
@@ -18,6 +19,8 @@ from ..head_logprobs import head_logprobs
 from ..objective import token_entropy, token_logprobs
 
 __all__ = ["CausalLMPolicy"]
+
+_ENTROPY_ROWS = 256  # positions per checkpointed chunk of an entropy with a gradient
 
 
 class CausalLMPolicy(nn.Module):
@@ -58,6 +61,14 @@ class CausalLMPolicy(nn.Module):
         self._cast: tuple[nn.Module, torch.dtype] | None = None  # (16-bit copy, its dtype)
         self.sampling_dtype = sampling_dtype
         self._sampling_copy = SamplingCopy(sampling_dtype)
+        # False: the entropy is a statistic (no graph, the fused head where the model allows);
+        # the trainer sets it True when its objective carries an entropy term.
+        self.entropy_has_grad = False
+
+    def enable_entropy_grad(self) -> None:
+        """From now on :meth:`forward` gives the entropy with a gradient, from the same logits as
+        the log-probs (the fused head then gives way to the head's logits of the scored tokens)."""
+        self.entropy_has_grad = True
 
     @property
     def has_adapters(self) -> bool:
@@ -81,6 +92,7 @@ class CausalLMPolicy(nn.Module):
         the right) are cut before the forward pass, which matters for micro-batches; the
         outputs are padded back to ``T`` with zeros, which the mask excludes. Other positions
         outside the mask hold 0 too with the fused head (it scores only the masked tokens).
+        The entropy is detached unless :meth:`enable_entropy_grad` was called and autograd is on.
         """
         prompt, prompt_mask = batch.context, batch.prompt_mask
         if prompt_mask is None:
@@ -95,6 +107,8 @@ class CausalLMPolicy(nn.Module):
 
         share = self._shared_rows(batch.group, prompt)
         fused = self._body_and_head()
+        # An entropy with a gradient comes from the head's logits (the fused head's is detached).
+        grad_entropy = with_entropy and self.entropy_has_grad and torch.is_grad_enabled()
         run = self.model if fused is None else fused[0]
         if share is not None:
             out = self._prefix_shared_pass(run, prompt, prompt_mask, tokens, *share, logits=fused is None)
@@ -106,9 +120,14 @@ class CausalLMPolicy(nn.Module):
             # Only the completion tokens go through the head: padding after an EOS would cost
             # the largest product of the pass and its logits' walks for nothing the mask keeps.
             head, scored = fused[1], mask[:, :t_eff]
-            lp, ent = head_logprobs(out[scored], head.weight, tokens[scored], head.bias, with_entropy, temperature)
+            if grad_entropy:
+                lp, ent = _logprobs_and_entropy(head(out[scored]), tokens[scored], temperature)
+            else:
+                lp, ent = head_logprobs(out[scored], head.weight, tokens[scored], head.bias, with_entropy, temperature)
             logp = lp.new_zeros(scored.shape).index_put((scored,), lp)
             entropy = ent.new_zeros(scored.shape).index_put((scored,), ent) if with_entropy else None
+        elif grad_entropy:
+            logp, entropy = _logprobs_and_entropy(out, tokens, temperature)
         else:
             if temperature != 1.0:
                 out = out.float() / temperature
@@ -316,3 +335,16 @@ class CausalLMPolicy(nn.Module):
         missing = [k for k in missing if k in own]
         if missing or unexpected:
             raise ValueError(f"{directory}: weights missing {missing[:5]} / unexpected {list(unexpected)[:5]} for this model")
+
+
+def _logprobs_and_entropy(logits: Tensor, tokens: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """Log-probs of ``tokens`` and the entropy ``H = -sum_v p_v log p_v`` of ``softmax(logits / T)``,
+    both with a gradient, from the same logits ``(..., V)``. The entropy runs in chunks of
+    ``_ENTROPY_ROWS`` positions, each checkpointed: the backward pass recomputes a chunk's softmax
+    from its logits instead of holding float copies of the whole ``(..., V)`` tensor."""
+    if temperature != 1.0:
+        logits = logits.float() / temperature
+    logp = token_logprobs(logits, tokens)
+    chunks = logits.reshape(-1, logits.shape[-1]).split(_ENTROPY_ROWS)
+    entropy = torch.cat([checkpoint(token_entropy, chunk, use_reentrant=False) for chunk in chunks])
+    return logp, entropy.view(logits.shape[:-1])

@@ -15,6 +15,10 @@ def trl_logs(window: Sequence[dict], scorer_names: Sequence[str], epoch: float) 
     mean = {k: sum(m[k] for m in window if k in m) / sum(k in m for m in window) for k in keys}
     logs = {
         "loss": mean.get("loss/policy", 0.0), "grad_norm": mean.get("loss/grad_norm", 0.0),
+        # TRL's policy_loss is the loss before the entropy_coef term, its entropy the token mean
+        "policy_loss": mean.get("loss/policy", 0.0) + mean.get("loss/entropy_bonus", 0.0),
+        **({"entropy": mean["policy/entropy"]} if "policy/entropy" in mean else {}),
+        **({"entropy_coef": mean["policy/entropy_coef"]} if "policy/entropy_coef" in mean else {}),
         "learning_rate": mean.get("perf/lr", 0.0), "reward": mean["reward/mean"], "reward_std": mean["reward/std"],
         "kl": mean.get("policy/kl", 0.0), "completions/mean_length": mean["policy/completion_length"],
         "frac_reward_zero_std": mean["reward/zero_std_groups"],

@@ -137,6 +137,11 @@ class GRPOTrainer:
         self.peft_config = peft_config
 
     @property
+    def entropy_coef(self) -> float:
+        """TRL's: the entropy bonus's coefficient now (adaptive entropy moves it each optimizer step)."""
+        return self._run.trainer.entropy_control.coef
+
+    @property
     def environments(self) -> list[Any] | None:
         """TRL's: each conversation's environment object (made by ``environment_factory``), in the
         last batch's order; None without one."""

@@ -69,12 +69,8 @@ NOT_BY_DEFAULT = {
     "TestGRPOTrainer::test_train[[]*GptOss*": "model parametrisation (Qwen2, Qwen3 MoE run by default)",
 }
 
-_ENTROPY = ("grpo-seq's core refuses entropy_coef > 0 for a language model (CausalLMPolicy's entropy carries "
-            "no gradient); passes once the core gives it one")
 # Cases that fail against grpo_seq.trl today, and why (xfail, not strict: a fix shows as XPASS).
 KNOWN_FAILING = {
-    "*test_train_with_static_entropy": _ENTROPY, "*test_train_with_adaptive_entropy*": _ENTROPY,
-    "*test_entropy_bonus_scale*": _ENTROPY,
     "*test_train_with_generation_kwargs": "generation_kwargs num_beams=2: grpo-seq samples a prompt's "
                                           "num_generations completions in one generate call (TRL: one per completion)",
 }
