@@ -141,6 +141,66 @@ def control_vs_sb3() -> tuple[str, list]:
     return text, headline
 
 
+def family_ablation() -> tuple[str, list]:
+    """The GRPO family's recipes on the control suite (benchmarks/family_ablation.py): a row per env and variant."""
+    if not (RESULTS / "family_ablation/result.json").exists():
+        return "", []
+    d = load("family_ablation/result.json")
+    ppo = load("control_vs_sb3/result.json")["summary"] if (RESULTS / "control_vs_sb3/result.json").exists() else {}
+    ci = lambda c, spec: f"[{c[0]:+{spec}}, {c[1]:+{spec}}]" if c else "-"  # noqa: E731
+    rows, verdicts = [], []
+    for env_id, vs in d["summary"].items():
+        for name, sm in vs.items():
+            rows.append([env_id, name, f"`{json.dumps(d['settings']['variants'][name])}`" if name != "defaults" else "-",
+                         f"{sm['solved']} / {sm['runs']}", fmt(sm["median_env_steps"], ",.0f"),
+                         ci(sm.get("env_steps_minus_defaults_ci95"), ",.0f"), fmt(sm["median_seconds"], ".1f"),
+                         fmt(sm["median_final_return"], ".1f"), ci(sm.get("final_minus_defaults_ci95"), ".1f"),
+                         f"{sm['final_at_threshold']} / {sm['runs']}"])
+        top = max(sm["median_final_return"] for sm in vs.values())
+        best_final = " = ".join(v for v, sm in vs.items() if sm["median_final_return"] == top)
+        fastest = min((-sm["solved"] / sm["runs"], sm["median_env_steps"]) for sm in vs.values())
+        best_steps = " = ".join(v for v, sm in vs.items() if (-sm["solved"] / sm["runs"], sm["median_env_steps"]) == fastest)
+
+        def apart(key: str) -> str:
+            out = [f"{v} ({'above' if sm[key][0] > 0 else 'below'})" for v, sm in vs.items()
+                   if key in sm and (sm[key][0] > 0 or sm[key][1] < 0)]
+            return ", ".join(out) or "none"
+        verdicts.append(
+            f"{env_id}, {'/'.join(sorted({str(sm['runs']) for sm in vs.values()}))} seeds: "
+            f"highest median final return **{best_final}** ({fmt(top, '.1f')}; the "
+            f"defaults {fmt(vs['defaults']['median_final_return'], '.1f')}"
+            + (f"; PPO with rl-zoo3's settings {fmt(ppo[env_id]['sb3']['final_eval_return'], '.1f')}, but stopped two "
+               "evaluations after solving in the control suite above, not at the end of its budget" if env_id in ppo else "")
+            + f"), fewest env steps to solve **{best_steps}** ({fmt(fastest[1], ',.0f')}). "
+            f"Intervals apart from the defaults: final return {apart('final_minus_defaults_ci95')}; env steps "
+            f"{apart('env_steps_minus_defaults_ci95')}")
+    meta = d["meta"][-1] | {"command": [m["command"] for m in d["meta"]]}
+    text = ("## The GRPO family on the control suite\n\n"
+            "Each variant is the env recipe's defaults (`grpo_seq.envs.defaults`, `--loss_type bnpo` there) with one "
+            "paper's recipe over them: DAPO (token mean over the step, clip-higher 0.28, dynamic sampling; truncated "
+            "episodes not masked, since an env's time limit ends its best episodes), GSPO (one clipped ratio per "
+            "episode, epsilon 3e-4 / 4e-4), Dr. GRPO (token sum over a constant, no std scaling) and CISPO (clipped, "
+            "stopped-gradient weight on log pi, epsilon_high 5). The env defaults take one gradient step per batch "
+            "(`--mu 1`, one minibatch), where every ratio is 1: no clipping range acts, so there CISPO is the "
+            "defaults' objective and DAPO the defaults with dynamic sampling, while GSPO's one ratio per episode "
+            "multiplies each step's advantage by the gradient of the episode's mean log-probability, which "
+            "averages the step-wise credit over the episode; the arms with `--mu 4` show the clipping at work. "
+            "Every run trains the env's whole budget "
+            "(`total_env_steps`) and evaluates 10 greedy episodes every `eval_every` env steps ("
+            + ", ".join(f"{e} {v:,}" for e, v in d["settings"]["eval_every"].items())
+            + "); solved = the first evaluation at or above the env's threshold, final return = the last evaluation, "
+            "at the end of the budget. Medians over seeds from 1000 (no default was tuned on them), unsolved counting "
+            "as infinite; beside each median, a 95% bootstrap interval (2,000 resamples of the seeds; an unsolved run "
+            "counts as the budget) of the variant's median minus the defaults': an interval holding 0 does not "
+            "separate the two. Seconds from the start of training, evaluations included, one process beside other "
+            "work: indicative.\n\n" + provenance(meta) + "\n"
+            + table(["env", "variant", "options over the defaults", "solved", "median env steps to solve",
+                     "minus the defaults' (95%)", "median seconds to solve", "median final return",
+                     "minus the defaults' (95%)", "final at the threshold"], rows)
+            + "\n" + "".join(f"- {v}.\n" for v in verdicts))
+    return text, []
+
+
 def mountaincar_regret() -> tuple[str, list]:
     if not (RESULTS / "mountaincar_regret/result.json").exists():
         return "", []
@@ -397,10 +457,10 @@ def lm_learning_per_minute() -> tuple[str, list]:
                          fmt(pts[-1]["accuracy"]), f"{100 * (pts[-1]['accuracy'] - pts[0]['accuracy']):+.1f}",
                          str(r[system].get("steps", 0)), fmt(r[system].get("peak_rss_gib"))])
         (b, o, n), (tb, t, tn) = cells["grpo-seq"], cells["trl"]
-        headline.append(f"{task}: {fmt(b)} -> **{fmt(o)}** ({n} steps) against TRL {fmt(tb)} -> {fmt(t)} ({tn} steps)")
+        headline.append(f"{task}: {fmt(b)} -> {fmt(o)} ({n} steps) against TRL {fmt(tb)} -> {fmt(t)} ({tn} steps)")
     text = ("## Learning per CPU minute: held-out accuracy after the same wall budget\n\n"
             f"Each task trains grpo-seq and TRL's GRPOTrainer side by side, started together, one torch thread each, "
-            f"for {st['minutes']} minutes of training each (the clock paused while a model answers the held-out "
+            f"for {float(st['minutes']):g} minutes of training each (the clock paused while a model answers the held-out "
             f"items), from {st['model']} with the same prompts in the same order, the same reward functions and "
             f"settings (G = {st['G']}, {st['groups']} prompts a step, lr {st['lr']}, beta {st['beta']}, temperature "
             f"{st['temperature']}, TRL pinned to grpo-seq's objective). Accuracy: the task's own scorer on "
@@ -409,8 +469,9 @@ def lm_learning_per_minute() -> tuple[str, list]:
             "points between. Steps: optimizer steps taken in the budget.\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["task", "system", "before", "after", "points gained", "steps", "peak RSS GiB"], rows)
+            + (f"\n{d['note']}\n" if d.get("note") else "")
             + "\n" + plot("lm_learning_per_minute", "held-out accuracy against training minutes, both systems"))
-    head = [f"Held-out accuracy after {st['minutes']} training minutes on a CPU thread (SmolLM2-135M)",
+    head = [f"Held-out accuracy after {float(st['minutes']):g} training minutes on a CPU thread (SmolLM2-135M)",
             "TRL GRPOTrainer, side by side", "; ".join(headline)]
     return text, head
 
@@ -441,7 +502,7 @@ def serve_load() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, serve_load):
         text, head = fn()
         if text:
