@@ -275,6 +275,11 @@ class CausalLMPolicy(nn.Module):
             raise ValueError("CausalLMPolicy.generate: the sampler's log-probs (for importance sampling against a "
                              f"sampling_dtype {self.sampling_dtype} copy) come from grpo-seq's own sampling loop, "
                              "which cannot run this model or these options; set importance_sampling_correction none")
+        if (generation_kwargs.get("num_beams") or 1) > 1:  # a beam search returns at most num_beams rows a prompt:
+            return model.generate(  # one row per completion, as TRL draws them
+                input_ids=input_ids.repeat_interleave(G, 0), attention_mask=attention_mask.repeat_interleave(G, 0),
+                **generation_kwargs,
+            )
         if G > 1 and self.share_prompt and not self._checkpointing and attention_mask[:, :-1].any(-1).all():
             head = attention_mask[:, :-1].long()
             cache = output_cache(model(

@@ -70,10 +70,7 @@ NOT_BY_DEFAULT = {
 }
 
 # Cases that fail against grpo_seq.trl today, and why (xfail, not strict: a fix shows as XPASS).
-KNOWN_FAILING = {
-    "*test_train_with_generation_kwargs": "generation_kwargs num_beams=2: grpo-seq samples a prompt's "
-                                          "num_generations completions in one generate call (TRL: one per completion)",
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 
 def adapt(text: str, against: str = "grpo_seq", cpu_bf16: bool = False) -> str:
