@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, NoReturn
 
@@ -271,6 +272,7 @@ class GRPOConfig:
         self._check_objective()
         self._check_family()
         self._check_run()
+        self._warn_mismatched()
 
     def _fail(self, name: str, why: str) -> NoReturn:
         raise ConfigError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
@@ -379,6 +381,14 @@ class GRPOConfig:
             self._fail("sync_ref_model", "mixes the reference toward the policy; ref_sync_steps resets it: use one (set ref_sync_steps=0)")
         if self.sync_ref_model and self.beta == 0:
             self._fail("sync_ref_model", "needs beta > 0 (with beta = 0 there is no reference)")
+
+    def _warn_mismatched(self) -> None:
+        """Combinations that run but work against each other: a warning, not a refusal."""
+        if self.importance_sampling_level == "sequence" and self.advantage != "outcome":
+            warnings.warn(f"GRPOConfig.importance_sampling_level: sequence (GSPO) gives each output one ratio, "
+                          f"clipped as a whole, while advantage={self.advantage} gives each step its own advantage: the "
+                          "output's mean log ratio then decides the clip for every step, whatever that step did. "
+                          "importance_sampling_level=token keeps per-step credit", UserWarning, stacklevel=3)
 
     def _check_run(self) -> None:
         """The seed, trackers and checkpoints."""

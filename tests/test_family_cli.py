@@ -66,3 +66,17 @@ def test_a_bad_value_is_one_error_line_naming_the_option(capsys, argv, name):
         parse_config(LMJob, argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and name in err[0]
+
+
+def test_gspo_with_per_step_advantages_warns_and_outcome_does_not():
+    import warnings
+
+    from grpo_seq.config import GRPOConfig
+
+    for advantage in ("stepwise", "process"):
+        with pytest.warns(UserWarning, match=r"importance_sampling_level: sequence .* advantage=" + advantage):
+            GRPOConfig(importance_sampling_level="sequence", advantage=advantage)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        GRPOConfig(importance_sampling_level="sequence", advantage="outcome")
+        GRPOConfig(importance_sampling_level="token", advantage="stepwise")
