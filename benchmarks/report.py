@@ -301,12 +301,27 @@ def lm_default_vs_trl() -> tuple[str, list]:
                       fmt(o["peak_rss_gib"])],
                      ["TRL", fmt(t["step_seconds_median"], ".1f"), fmt(t["completion_tokens_per_second"], ".0f"),
                       fmt(t["peak_rss_gib"])],
-                     ["ratio", f"**{fmt(c['ratio_step_seconds_median'])}**", "", f"**{fmt(c['ratio_peak_rss'])}**"]]))
+                     ["ratio", f"**{fmt(c['ratio_step_seconds_median'])}**", "", f"**{fmt(c['ratio_peak_rss'])}**"]])
+            + training_pass_floor(t["step_seconds_median"]))
     headline = [f"SmolLM2-135M GRPO step, the GSM8K recipe's defaults ({st['max_completion_length']} tokens, beta "
                 f"{c['beta']:g}, {c['precision']}, CPU)", "TRL GRPOTrainer",
                 f"{fmt(o['step_seconds_median'], '.1f')} s against {fmt(t['step_seconds_median'], '.1f')} s "
                 f"({fmt(c['ratio_step_seconds_median'])}x); peak RSS {fmt(c['ratio_peak_rss'])}x"]
     return text, headline
+
+
+def training_pass_floor(trl_step: float) -> str:
+    """What sampling cannot win back: the default step's scoring and update passes (the step-phases
+    record, alone, one thread per core) beside a quarter of TRL's step. Both systems run those passes
+    over the same tokens, so only generation is left to shorten."""
+    if not (RESULTS / "lm_step_phases/result.json").is_file():
+        return ""
+    row = next(r for r in load("lm_step_phases/result.json")["rows"] if r["condition"] == "fixed/alone")
+    passes = row["perf/score_seconds"] + row["perf/backward_seconds"] + row["perf/optimizer_seconds"]
+    return (f"\nWithout generation, a default step's scoring, forward/backward and optimizer passes take "
+            f"{fmt(passes, '.1f')} s on this machine (the step-phases section below, alone): "
+            f"{fmt(passes / trl_step)}x TRL's whole step. TRL runs the same passes over the same tokens, so on this "
+            "CPU no cheaper sampler brings the step under that fraction of TRL's.\n")
 
 
 def lm_vs_trl_20steps() -> tuple[str, list]:
@@ -476,6 +491,64 @@ def lm_learning_per_minute() -> tuple[str, list]:
     return text, head
 
 
+TEXT_ENV_CONDITIONS = {"guess": "GuessTheNumber (TextArena)", "gsm8k_calculator": "GSM8K with the calculator",
+                       "gsm8k_plain": "GSM8K without it"}
+
+
+def text_env_tables(d: dict) -> str:
+    """The text-env record's two tables: held-out figures before and after, and a step's phases."""
+    held, phases = [], []
+    for r in d["rows"]:
+        name = TEXT_ENV_CONDITIONS.get(r["condition"], r["condition"])
+        b, a = r.get("before") or {}, r.get("after") or {}
+        held.append([name, str(r["steps"]), fmt(r["train_minutes"], ".1f"), fmt(b.get("solved")), fmt(a.get("solved")),
+                     fmt(b.get("turns"), ".1f"), fmt(a.get("turns"), ".1f"), fmt(b.get("reply_tokens"), ".0f"),
+                     fmt(a.get("reply_tokens"), ".0f"), fmt(b.get("truncated_fraction")), fmt(a.get("truncated_fraction"))])
+        p = r.get("phases") or {}
+        if p:
+            phases.append([name, fmt(p["step_seconds"], ".1f"), *(f"{p[f'{k}_share']:.0%}" for k in
+                                                                  ("generation", "environment", "scoring", "update")),
+                           fmt(p["reply_tokens_per_second"], ".0f"), fmt(p["reply_tokens_per_step_second"], ".0f")])
+    return (table(["condition", "steps", "training minutes", "solved before", "solved after", "turns before",
+                   "turns after", "reply tokens before", "reply tokens after", "truncated before", "truncated after"], held)
+            + "\n" + table(["condition", "s/step", "generation", "environment", "scoring", "update",
+                            "reply tokens/s of generation", "reply tokens/s of the step"], phases))
+
+
+def text_env_intro(d: dict) -> str:
+    st, first = d["settings"], d["rows"][0] if d["rows"] else {}
+    budget = " and ".join(x for x in (f"{st['steps']} steps" if st["steps"] != "0" else "",
+                                       f"{float(st['minutes']):g} minutes" if float(st["minutes"]) else "") if x)
+    return (f"`benchmarks/text_env_before_after.py`: {st['model']} trained by the text-env job with "
+            f"`recipes/text_env.py`'s settings, one torch thread, G = {first.get('G')} episodes from each of {first.get('groups')} start states a "
+            f"step, for at most {budget} per condition. Held out, "
+            f"greedy, before and after: {st['eval_n']} GuessTheNumber games from seeds training never draws, and the "
+            f"first {st['eval_n']} problems of GSM8K's dev.jsonl (replies of at most {st['gsm8k_tokens']} tokens, "
+            f"{st['max_calls']} calculations). Solved: games won, problems answered right (an episode cut by a limit "
+            "counts as not). Turns and reply tokens: per episode. The phases: each step's median share of its "
+            "seconds, over the steps after the first.\n\n")
+
+
+def text_env_before_after() -> tuple[str, list]:
+    """Language models acting in text environments: held-out figures before and after training."""
+    if not (RESULTS / "text_env_before_after/result.json").is_file():
+        return "", []
+    d = load("text_env_before_after/result.json")
+    text = ("## A language model acting in text environments, before and after training\n\n" + text_env_intro(d)
+            + provenance(d["meta"]) + "\n" + text_env_tables(d))
+    cells = [f"{TEXT_ENV_CONDITIONS.get(r['condition'], r['condition'])} {fmt((r.get('before') or {}).get('solved'))} "
+             f"-> {fmt((r.get('after') or {}).get('solved'))}" for r in d["rows"]]
+    head = [f"Text environments, held-out share solved before -> after training ({d['settings']['model'].split('/')[-1]})",
+            "the same model before training; GSM8K without the tool", "; ".join(cells)]
+    return text, head
+
+
+def text_env_guide_table() -> str:
+    """The same tables in docs/guides/text_envs.md."""
+    d = load("text_env_before_after/result.json")
+    return text_env_intro(d) + provenance(d["meta"]) + "\n" + text_env_tables(d)
+
+
 def serve_load() -> tuple[str, list]:
     """The HTTP service under 16 concurrent inference clients, a training job beside it."""
     if not (RESULTS / "serve_load/result.json").is_file():
@@ -503,7 +576,7 @@ def serve_load() -> tuple[str, list]:
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
-               sampling_agreement, soak, against_tree, serve_load):
+               sampling_agreement, soak, against_tree, text_env_before_after, serve_load):
         text, head = fn()
         if text:
             parts.append(text)
@@ -766,7 +839,8 @@ def reasoning_gym_base() -> str:
 
 
 # docs pages holding a generated table between <!-- NAME:start --> and <!-- NAME:end -->
-GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base}}
+GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base},
+                DOCS / "guides" / "text_envs.md": {"text_env_before_after": text_env_guide_table}}
 
 
 def guide_tables() -> dict[Path, str]:
