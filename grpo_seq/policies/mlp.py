@@ -1,9 +1,17 @@
-"""A categorical MLP policy over a discrete action space: actions are its tokens."""
+"""A categorical MLP policy over a discrete action space: actions are its tokens.
+
+A multi-dimensional discrete action (a ``MultiDiscrete(nvec)`` one, ``action_nvec``) is still one
+token per decision, ``k = sum_i d_i * prod(nvec[i+1:])`` (the mixed-radix digits ``d_i``, the first
+most significant), but its head is factorised as Stable-Baselines3's PPO has it: one independent
+categorical per dimension, so ``log pi(k | o) = sum_i log pi_i(d_i | o)`` and the entropy is the
+sum of the dimensions' entropies. The head then has ``sum(nvec)`` outputs instead of
+``prod(nvec)``, and what one dimension learns is shared by every joint action that contains it.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -12,11 +20,47 @@ from torch import Tensor, nn
 from ..batch import RolloutBatch
 from ..objective import token_entropy, token_logprobs
 
-__all__ = ["CategoricalMLPPolicy"]
+__all__ = ["CategoricalMLPPolicy", "action_digits", "join_digits", "factored_logprobs", "factored_entropy"]
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 # In place: a rollout calls the actor at every env step, where each new array costs as much as the math.
 _NUMPY_ACTIVATIONS = {"tanh": lambda x: np.tanh(x, out=x), "relu": lambda x: np.maximum(x, 0.0, out=x)}
+
+
+def action_digits(tokens: Any, nvec: Sequence[int]) -> list[Any]:
+    """The digits ``d_i`` of joint tokens (a tensor or an array), one per dimension of ``nvec``."""
+    strides = [math.prod(nvec[i + 1 :]) for i in range(len(nvec))]
+    return [(tokens // s) % n for s, n in zip(strides, nvec)]
+
+
+def join_digits(digits: Sequence[Any], nvec: Sequence[int]) -> Any:
+    """The joint token of per-dimension digits (the inverse of :func:`action_digits`)."""
+    token = digits[0]
+    for d, n in zip(digits[1:], nvec[1:]):
+        token = token * n + d
+    return token
+
+
+def _slices(logits: Any, nvec: Sequence[int]) -> list[Any]:
+    """The head's logits ``(..., sum(nvec))`` cut into each dimension's ``(..., n_i)``."""
+    cuts = np.cumsum([0, *nvec])
+    return [logits[..., a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def factored_logprobs(logits: Tensor, tokens: Tensor, nvec: Sequence[int]) -> Tensor:
+    """``log pi(k | o) = sum_i log_softmax(logits_i)[d_i]`` for joint tokens ``k`` (one decision each)."""
+    digits = action_digits(tokens.long(), nvec)
+    return sum(token_logprobs(part, d) for part, d in zip(_slices(logits, nvec), digits))
+
+
+def factored_entropy(logits: Tensor, nvec: Sequence[int]) -> Tensor:
+    """The entropy of independent dimensions: the sum of each dimension's categorical entropy."""
+    return sum(token_entropy(part) for part in _slices(logits, nvec))
+
+
+def _factored_pick(logits: Any, nvec: Sequence[int]) -> Any:
+    """The joint token of each dimension's argmax (of Gumbel-perturbed logits: a draw)."""
+    return join_digits([part.argmax(-1) for part in _slices(logits, nvec)], nvec)
 
 
 class CategoricalMLPPolicy(nn.Module):
@@ -37,6 +81,9 @@ class CategoricalMLPPolicy(nn.Module):
             apart across its input units instead of a narrow band of one sign.
         orthogonal_init: hidden layers initialised orthogonal with gain sqrt(2) and zero biases
             (Stable-Baselines3's and CleanRL's PPO init) instead of torch's uniform default.
+        action_nvec: the sizes of a multi-dimensional discrete action, whose product is
+            ``num_actions``: a factorised head (module docstring); None: one categorical over
+            ``num_actions``.
     """
 
     # its forward's entropies are differentiable, so GRPOConfig.ent_coef can train on them
@@ -44,7 +91,7 @@ class CategoricalMLPPolicy(nn.Module):
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
-                 obs_shift: Sequence[float] | None = None):
+                 obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -67,6 +114,9 @@ class CategoricalMLPPolicy(nn.Module):
             "orthogonal_init": orthogonal_init,
             "obs_shift": obs_shift,
         }
+        self.action_nvec = _check_nvec(action_nvec, num_actions)
+        if self.action_nvec is not None:  # only then: a one-categorical policy's policy.json is as before
+            self.init_kwargs["action_nvec"] = self.action_nvec
         # Not in the state dict: it is a constructor argument, saved in policy.json.
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
@@ -80,7 +130,7 @@ class CategoricalMLPPolicy(nn.Module):
                 nn.init.zeros_(layer.bias)
             layers += [layer, _ACTIVATIONS[activation]()]
             width = h
-        head = nn.Linear(width, num_actions)
+        head = nn.Linear(width, num_actions if self.action_nvec is None else sum(self.action_nvec))
         # A near-uniform initial policy: every action is tried from the start (as in PPO's
         # orthogonal init with gain 0.01 on the policy head).
         nn.init.orthogonal_(head.weight, gain=0.01)
@@ -95,7 +145,8 @@ class CategoricalMLPPolicy(nn.Module):
         scale, shift = kwargs.get("obs_scale"), kwargs.get("obs_shift")
         return {"activation": kwargs.get("activation"),
                 "obs_scale": [1.0] * dim if scale is None else [float(x) for x in scale],
-                "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift]}
+                "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift],
+                "action_nvec": kwargs.get("action_nvec")}
 
     def logits(self, obs: Tensor) -> Tensor:
         if self.obs_shift is not None:
@@ -105,16 +156,22 @@ class CategoricalMLPPolicy(nn.Module):
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Per-token log-probs and entropies ``(B, T)`` of the batch's actions."""
         logits = self.logits(batch.context)
+        nvec = self.action_nvec
+        if nvec is not None:
+            entropy = factored_entropy(logits, nvec) if with_entropy else None
+            return factored_logprobs(logits, batch.tokens, nvec), entropy
         return token_logprobs(logits, batch.tokens), token_entropy(logits) if with_entropy else None
 
     @torch.no_grad()
     def act(self, obs: Tensor, generator: torch.Generator | None = None, greedy: bool = False) -> Tensor:
         logits = self.logits(obs)
+        pick = (lambda x: x.argmax(-1)) if self.action_nvec is None else (lambda x: _factored_pick(x, self.action_nvec))
         if greedy:
-            return logits.argmax(-1)
-        # Gumbel-max draws from softmax(logits) with one uniform per action, no normalising.
+            return pick(logits)
+        # Gumbel-max draws from softmax(logits) with one uniform per action, no normalising
+        # (per dimension of a factorised head: each slice's argmax is its own draw).
         u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device=logits.device)
-        return (logits - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(-1)
+        return pick(logits - torch.log(-torch.log(u.clamp_min(1e-20))))
 
     def numpy_actor(self, rng: np.random.Generator | None = None, greedy: bool = False) -> Callable[[np.ndarray], np.ndarray]:
         """Actions for a batch of observations from a numpy snapshot of the current weights.
@@ -131,6 +188,7 @@ class CategoricalMLPPolicy(nn.Module):
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
         activation = _NUMPY_ACTIVATIONS[self.init_kwargs["activation"]]
         inv_scale = None if self.inv_obs_scale is None else self.inv_obs_scale.cpu().numpy().copy()
+        nvec = self.action_nvec
         shift = None if self.obs_shift is None else self.obs_shift.cpu().numpy().copy()
 
         def act(obs: np.ndarray) -> np.ndarray:
@@ -144,6 +202,16 @@ class CategoricalMLPPolicy(nn.Module):
             logits += b_out
             if not greedy:
                 logits = logits + rng.gumbel(size=logits.shape)
-            return logits.argmax(-1)
+            return logits.argmax(-1) if nvec is None else _factored_pick(logits, nvec)
 
         return act
+
+
+def _check_nvec(action_nvec: Sequence[int] | None, num_actions: int) -> list[int] | None:
+    if action_nvec is None:
+        return None
+    nvec = [int(n) for n in action_nvec]
+    if not nvec or min(nvec) < 1 or math.prod(nvec) != num_actions:
+        raise ValueError(f"action_nvec must hold positive sizes whose product is num_actions ({num_actions}), "
+                         f"got {list(action_nvec)}")
+    return nvec

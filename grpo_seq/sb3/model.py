@@ -36,6 +36,7 @@ __all__ = ["GRPO"]
 
 _GROUP_MODES = ("episodes", "alternatives")
 _ALTERNATIVES_GROUPS = 16  # states per update in the alternatives mode (one state is a small group)
+_ALTERNATIVES_MAX_DEFAULT_G = 4096  # the most actions tried at one state without an explicit group_size
 _NO_TIME_LIMIT_STEPS = 1000  # an episode's cap in training for an env without a time limit
 
 
@@ -251,8 +252,13 @@ class GRPO(Persistence):
             ours.setdefault("advantage", "outcome")
             if self._sb3["n_steps"] is None:
                 ours.setdefault("num_groups", _ALTERNATIVES_GROUPS)
-            if self._sb3["group_size"] is None:
-                ours.setdefault("num_generations", self._num_actions() if source is None else source.codec.num_actions)
+            if self._sb3["group_size"] is None and "num_generations" not in ours:
+                n = self._num_actions() if source is None else source.codec.num_actions
+                if n > _ALTERNATIVES_MAX_DEFAULT_G:
+                    raise UsageError(f"group_mode='alternatives' tries every action at a state by default, and this "
+                                     f"action space has {n}; pass group_size (at most {_ALTERNATIVES_MAX_DEFAULT_G} "
+                                     "is usual) to try a sample of them")
+                ours["num_generations"] = n
         limit = self._episode_limit(source)
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None

@@ -64,6 +64,7 @@ def _flat_spaces(policy: CategoricalMLPPolicy) -> dict[str, Any]:
 
 
 def _in_spaces(policy: CategoricalMLPPolicy, spaces: dict[str, Any], kwargs: dict[str, Any]) -> GRPOPolicy:
+    kwargs = {"action_nvec": None, **kwargs}  # without it: a joint head (a file saved before factorised heads)
     out = GRPOPolicy(**spaces, **{k: v for k, v in kwargs.items() if k not in ("obs_dim", "num_actions")})
     out.load_state_dict(policy.state_dict())
     return out

@@ -25,21 +25,29 @@ from .spaces import SpaceCodec, space_from_json, space_to_json
 __all__ = ["GRPOPolicy"]
 
 
+_PER_DIMENSION = "per dimension"
+
+
 class GRPOPolicy(CategoricalMLPPolicy):
-    """``pi(a | o) = softmax(MLP(encode(o)))`` over the joint actions of ``action_space``.
+    """``pi(a | o) = softmax(MLP(encode(o)))`` over the actions of ``action_space``: for a
+    ``MultiDiscrete`` or ``MultiBinary`` one, one categorical per dimension (as SB3's PPO).
 
     Args:
         observation_space, action_space: the env's spaces (or their JSON, :func:`space_to_json`).
+        action_nvec: left out, the action space's own dimensions (a factorised head); None, one
+            categorical over the joint actions (what a file saved before factorised heads holds).
         **kwargs: :class:`CategoricalMLPPolicy`'s arguments (``hidden_sizes``, ``activation``,
             ``obs_scale``, ``obs_shift``, ``orthogonal_init``).
     """
 
-    def __init__(self, observation_space: spaces.Space | dict, action_space: spaces.Space | dict, **kwargs: Any):
+    def __init__(self, observation_space: spaces.Space | dict, action_space: spaces.Space | dict,
+                 action_nvec: Any = _PER_DIMENSION, **kwargs: Any):
         obs_space = space_from_json(observation_space) if isinstance(observation_space, dict) else observation_space
         act_space = space_from_json(action_space) if isinstance(action_space, dict) else action_space
         codec = SpaceCodec(obs_space, act_space, "GRPO")
         kwargs.pop("obs_dim", None), kwargs.pop("num_actions", None)
-        super().__init__(codec.obs_dim, codec.num_actions, **kwargs)
+        nvec = codec.action_nvec if isinstance(action_nvec, str) and action_nvec == _PER_DIMENSION else action_nvec
+        super().__init__(codec.obs_dim, codec.num_actions, action_nvec=nvec, **kwargs)
         self.observation_space, self.action_space, self.codec = obs_space, act_space, codec
         self.init_kwargs.update(observation_space=space_to_json(obs_space), action_space=space_to_json(act_space))
 
@@ -95,6 +103,6 @@ class GRPOPolicy(CategoricalMLPPolicy):
             data = f.read()
         size = int.from_bytes(data[:8], "little")
         meta = json.loads(data[8 : 8 + size])
-        policy = cls(**meta["kwargs"])
+        policy = cls(**{"action_nvec": None, **meta["kwargs"]})  # without it: a joint head (an older file)
         policy.load_state_dict(load_tensors(data[8 + size :]))
         return policy.to("cpu" if device == "auto" else device)

@@ -4,9 +4,11 @@ categorical MLP policy.
 Observations: a ``Box`` of any shape is flattened; ``Discrete(n)`` is one-hot encoded (as SB3
 does), ``MultiDiscrete`` one one-hot per dimension, ``MultiBinary`` as 0/1 floats. Actions:
 ``Discrete(n)`` are the tokens; a one-dimensional ``MultiDiscrete(nvec)`` or ``MultiBinary(n)``
-is one categorical over the joint actions (``prod(nvec)`` or ``2**n`` tokens, at most
-:data:`MAX_JOINT_ACTIONS`), token ``k`` read as the mixed-radix digits of ``k``. A continuous
-(``Box``) or composite (``Dict``, ``Tuple``) space is refused by name.
+action is one token ``k`` among its joint actions (``prod(nvec)`` or ``2**n``, at most
+:data:`MAX_JOINT_ACTIONS`), read as the mixed-radix digits of ``k`` (:attr:`SpaceCodec.action_nvec`),
+which the policy scores with one categorical per dimension, as SB3's PPO
+(:class:`grpo_seq.policies.mlp.CategoricalMLPPolicy`'s ``action_nvec``). A continuous (``Box``) or
+composite (``Dict``, ``Tuple``) space is refused by name.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..errors import UsageError
 
 __all__ = ["SpaceCodec", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS"]
 
-MAX_JOINT_ACTIONS = 4096
+MAX_JOINT_ACTIONS = 2**62  # a joint action is one int64 token
 
 
 def _radices(space: spaces.Space) -> list[int]:
@@ -33,12 +35,14 @@ def _radices(space: spaces.Space) -> list[int]:
 
 class SpaceCodec:
     """Observations of ``obs_space`` as flat float32 vectors (:meth:`encode_obs`) and token ``k``
-    as an action of ``act_space`` (:meth:`decode_actions`)."""
+    as an action of ``act_space`` (:meth:`decode_actions`); :attr:`action_nvec`: the sizes of a
+    multi-dimensional action's dimensions (None for ``Discrete``)."""
 
     def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, name: str = "env"):
         self.obs_space, self.act_space = obs_space, act_space
         self.obs_dim = self._obs_dim(obs_space, name)
         self.num_actions = self._num_actions(act_space, name)
+        self.action_nvec = None if isinstance(act_space, spaces.Discrete) else _radices(act_space)
         self.identity = (isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
                          and isinstance(act_space, spaces.Discrete) and int(act_space.start) == 0)
 
@@ -67,7 +71,7 @@ class SpaceCodec:
             n = math.prod(_radices(space))
             if n > MAX_JOINT_ACTIONS:
                 raise UsageError(f"{name}: the action space {space} has {n} joint actions, more than the "
-                                 f"{MAX_JOINT_ACTIONS} one categorical here covers")
+                                 f"{MAX_JOINT_ACTIONS} one int64 token numbers")
             return n
         raise UsageError(f"{name}: actions must be Discrete, MultiDiscrete or MultiBinary to be tokens, got {space} "
                          "(a continuous or composite action space); discretise them with a wrapper")

@@ -11,13 +11,13 @@ import pytest
 
 collect_ignore_glob = [] if importlib.util.find_spec("stable_baselines3") else ["test_sb3_*.py"]
 
-_JOINT = ("a MultiDiscrete or MultiBinary action is one categorical over its joint actions here (PPO: one per "
-          "dimension), which learns the 16-way identity too slowly for the test's 1200 steps")
+_JOINT = ("one categorical per dimension, as PPO, but pairs of episodes with per-step std-scaled advantages learn "
+          "the joint (16-way) identity too slowly for the test's 1200 steps")
 GRPO_FAILS = {
     "test_sb3_identity.py::test_discrete[env1-GRPO]": _JOINT,
     "test_sb3_identity.py::test_discrete[env2-GRPO]": _JOINT,
     "test_sb3_logger.py::test_rollout_success_rate_onpolicy_algo": (
-        "the env's success depends on the episodes one env object has run; a group's episodes run on copies"),
+        "the env's success counts the episodes one env object has run; a group's episodes run on G copies of it"),
     "test_sb3_save_load.py::test_cast_lr_schedule": "a learning-rate function is code, not pickled into the zip",
 }
 
