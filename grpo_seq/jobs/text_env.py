@@ -76,6 +76,7 @@ def build_text_env(cfg: TextEnvJob, model: torch.nn.Module, tokenizer: Any, acce
         max_reply_tokens=cfg.max_completion_length, max_total_tokens=cfg.max_total_tokens,
         temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, seed=cfg.seed,
         process_index=accelerator.process_index, system_prompt=cfg.system_prompt, env_kwargs=cfg.env_options(),
+        instruction=cfg.instruction,
         env_fn=env_fn, sampler_logprobs=cfg.sampler_correction is not None,
     )
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)

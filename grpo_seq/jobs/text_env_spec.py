@@ -15,7 +15,7 @@ __all__ = ["TextEnvJob"]
 # The LM program's options that a text environment replaces (their unset values): its prompts and
 # rewards come from the env.
 _FROM_THE_ENV = {"dataset": None, "dataset_config": None, "prompt_column": None, "answer_column": None,
-                 "reward_weights": None, "instruction": "", "as_chat": False}
+                 "reward_weights": None, "as_chat": False}
 
 
 @dataclass
@@ -30,6 +30,10 @@ class TextEnvJob(LMJob):
         default=None, metadata={"help": "The text environment: a gymnasium id (MyGame-v0; mypkg.games:MyGame-v0 imports "
                                 "mypkg.games first, which registers it) or textarena:GAME for a single-player "
                                 "TextArena game (extra textarena)."},
+    )
+    instruction: str = field(
+        default="", metadata={"help": "Appended on a new line to the prompt and to every observation ('' for none): "
+                              "a reminder of the reply's format at each turn."},
     )
     env_kwargs: str = field(default="{}", metadata={"help": "The environment's keyword arguments, a JSON object."})
     max_turns: int = field(default=8, metadata={"help": "Most replies per episode (an episode still going then is "

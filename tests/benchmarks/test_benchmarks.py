@@ -251,3 +251,40 @@ def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
     assert skip["zero_std_groups"] == every["zero_std_groups"] == [1.0, 1.0]
     assert skip["completion_tokens"] == every["completion_tokens"]
     assert skip["trained_fraction"] == [0.0, 0.0] and every["trained_fraction"] == [1.0, 1.0]
+
+
+def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path):
+    pytest.importorskip("textarena", reason="GuessTheNumber needs the textarena extra: pip install -e '.[textarena]'")
+    from tiny_lm import save_tiny_lm
+
+    model = save_tiny_lm(tmp_path / "tiny")
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text((ROOT / "tests/data/arith.jsonl").read_text())
+    out = tmp_path / "results" / "text_env_before_after" / "result.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/text_env_before_after.py", "--model", str(model), "--steps", "2",
+                          "--minutes", "0", "--eval_n", "3", "--eval_batch", "2", "--G", "2", "--groups", "1",
+                          "--gsm8k_tokens", "8", "--gsm8k_dir", str(data), "--scratch", str(tmp_path / "scratch"),
+                          "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert [r["condition"] for r in d["rows"]] == ["guess", "gsm8k_calculator", "gsm8k_plain"]
+    for r in d["rows"]:
+        assert r["steps"] == 2 and r["before"]["episodes"] == r["after"]["episodes"] == 3
+        assert 0 <= r["before"]["solved"] <= 1 and len(r["reward_per_step"]) == 2
+        shares = [r["phases"][f"{k}_share"] for k in ("generation", "environment", "scoring", "update")]
+        assert all(0 <= s <= 1 for s in shares) and sum(shares) <= 1 and r["phases"]["reply_tokens_per_second"] > 0
+    # the held-out GSM8K episodes are the dev file's first problems, in order; without the tool, one reply each
+    plain = d["rows"][2]
+    first = [json.loads(line)["question"] for line in (data / "dev.jsonl").read_text().splitlines()[:3]]
+    played = [json.loads(line) for line in (tmp_path / "scratch" / "gsm8k_plain" / "after.jsonl").read_text().splitlines()]
+    assert [p["prompt"].split("\n")[0] for p in played] == first and plain["after"]["turns"] == 1
+    assert d["rows"][0]["held_out_env_kwargs"] == {} and d["rows"][0]["first_held_out_seed"] == 2**31
+    # the report renders the record (both tables, every condition)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+
+    text = report.text_env_tables(d)
+    assert all(name in text for name in report.TEXT_ENV_CONDITIONS.values()) and text.count("| condition |") == 2

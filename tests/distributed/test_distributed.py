@@ -1,5 +1,6 @@
 """Two processes under accelerate (torchrun + gloo on CPU): whole groups per process, shared gradients."""
 
+import itertools
 import json
 import os
 import socket
@@ -95,3 +96,26 @@ def test_grpo_seq_launch_ends_a_bad_option_as_one_line_with_its_status(tmp_path)
     assert res.returncode == 2, res.stderr[-3000:]
     assert res.stderr.strip() == "error: GRPOConfig.learning_rate: must be > 0, got -1.0"
     assert not (tmp_path / "run").exists()
+
+
+def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
+    from tiny_lm import save_tiny_lm
+
+    model = save_tiny_lm(tmp_path / "tiny")
+    res = launch(["tests/distributed/ddp_text_env_worker.py", str(model), str(tmp_path)], tmp_path)
+    assert res.returncode == 0, res.stderr[-4000:]
+    r0, r1 = (json.loads((tmp_path / f"text_env_rank{r}.json").read_text()) for r in (0, 1))
+    assert r0["world"] == 2 == r1["world"] and len(r0["steps"]) == 2 == len(r1["steps"])
+    for s0, s1 in zip(r0["steps"], r1["steps"]):
+        for s in (s0, s1):
+            # each process plays its own 2 groups whole: all G = 3 episodes of a start state on one process
+            assert s["group_size"] == 3 and s["group"] == [0, 0, 0, 1, 1, 1]
+            seeds = [s["seeds"][g * 3:(g + 1) * 3] for g in range(2)]
+            assert all(len(set(group)) == 1 for group in seeds) and seeds[0][0] != seeds[1][0]
+        assert not set(s0["seeds"]) & set(s1["seeds"])  # the processes draw different start states
+        # the step's tokens are gathered from both processes, and both see the same total
+        assert s0["tokens_total"] == s1["tokens_total"]
+    both = [s0["reply_tokens"] + s1["reply_tokens"] for s0, s1 in zip(r0["steps"], r1["steps"])]
+    assert [s["tokens_total"] for s in r0["steps"]] == list(itertools.accumulate(both))
+    torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_processes"] == 2

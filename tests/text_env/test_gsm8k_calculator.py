@@ -55,3 +55,24 @@ def test_a_wrong_answer_and_too_many_calls(env):
     assert env.step("<calc>import os</calc>")[0].startswith("The calculator cannot compute that")
     env.step("<calc>1+1</calc>")
     assert env.step("<calc>2+2</calc>")[1:4] == (0.0, False, True)  # the third call: truncated
+
+
+def test_without_the_calculator_the_first_reply_is_scored(tmp_path):
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps(DUCKS) + "\n")
+    env = make_text_env(ENV_ID, data=str(data), calculator=False)
+    prompt, _ = env.reset(seed=0)
+    assert "<calc>" not in prompt and prompt.endswith("'#### <number>'.")
+    # a tool call is no answer: the episode ends there, unpaid
+    assert env.step("<calc>16 - 3 - 4</calc>")[1:4] == (0.0, True, False)
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step("16 - 3 - 4 = 9, 9 * 2 = 18\n#### 18")
+    assert (reward, terminated, info["success"]) == (1.0, True, True)
+
+
+def test_in_order_plays_row_seed_mod_rows(tmp_path):
+    rows = [{"question": f"q{i}", "answer": f"#### {i}"} for i in range(3)]
+    data = tmp_path / "three.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = make_text_env(ENV_ID, data=str(data), in_order=True)
+    assert [env.reset(seed=s)[0].split("\n")[0] for s in (0, 1, 2, 3, 5)] == ["q0", "q1", "q2", "q0", "q2"]

@@ -37,6 +37,12 @@ def test_train_text_env_writes_a_run_whose_spec_repeats_it(tiny_model, tmp_path)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "step" in r] == [1, 2]
     assert {"text_env/turns", "text_env/success_rate", "text_env/reward_turn_1", "perf/generation_seconds"} <= set(rows[-1])
+    # where a step's time went: generation, environment, scoring, update; and generation's speed
+    phases = ["perf/generation_seconds", "perf/env_seconds", "perf/score_seconds", "perf/backward_seconds",
+              "perf/optimizer_seconds"]
+    assert all(rows[-1][k] >= 0 for k in phases) and rows[-1]["perf/reply_tokens_per_second"] > 0
+    assert rows[-1]["perf/generation_seconds"] + rows[-1]["perf/env_seconds"] <= rows[-1]["perf/sample_seconds"]
+    assert sum(rows[-1][k] for k in phases) <= rows[-1]["perf/step_seconds"]
     episode = json.loads((out / "completions" / "step_0001.jsonl").read_text().splitlines()[0])
     roles = [(m["role"], m["trained"]) for m in episode["conversation"]]
     assert roles[0] == ("assistant", True) and all(t == (r == "assistant") for r, t in roles)

@@ -46,6 +46,20 @@ def test_masks_token_by_token_on_a_two_turn_conversation():
     assert batch.text.completion_ids[0] == ids("ab") + [eos] + ids("c") + [eos]
 
 
+def test_the_instruction_follows_the_prompt_and_every_observation_and_is_never_trained():
+    s = sampler(instruction="Reply [n].")
+    tok = s.tokenizer
+    policy = ScriptedPolicy(tok, [["ab$", "xy$"], ["c$", "d$"]])
+    batch = s.sample(policy)
+    assert s.format.prompt_text(batch.text.prompts[0]).endswith("\nReply [n].<|im_end|>\n<|im_start|>assistant\n")
+    eos, ids = tok.eos_token_id, policy.ids
+    glue = "\n<|im_start|>user\nok\nReply [n].<|im_end|>\n<|im_start|>assistant\n"  # the env's "ok", then the reminder
+    row0 = ids("ab") + [eos] + tok(glue, add_special_tokens=False)["input_ids"] + ids("c") + [eos]
+    assert batch.tokens[0, :len(row0)].tolist() == row0
+    g = len(row0) - 5
+    assert batch.mask[0, :len(row0)].int().tolist() == [1] * 3 + [0] * g + [1] * 2
+
+
 def test_rewards_sit_on_each_turns_last_reply_token():
     s = sampler(env_kwargs={"rewards": (0.5, 2.0)})
     batch = s.sample(ScriptedPolicy(s.tokenizer, [["ab$", "x$"], ["c$", "d$"]]))
@@ -190,3 +204,36 @@ def test_held_out_evaluation_plays_greedily_from_its_own_seeds():
     assert figures["reply_tokens"] == pytest.approx(10 / 3) and figures["success_rate"] != figures["success_rate"]
     assert [r["seed"] for r in records] == [HELD_OUT_SEED, HELD_OUT_SEED + 1, HELD_OUT_SEED + 2]
     assert records[1]["conversation"] == [{"role": "assistant", "content": "!", "reward": 0.0, "trained": True}]
+
+
+def test_the_step_time_splits_into_generation_and_the_environments_calls(monkeypatch):
+    # a clock that moves only inside the environment (1 a reset or step) and in generate (10 a call):
+    # the sampler's timers must wrap exactly those calls for the sums below to come out
+    import types
+
+    import grpo_seq.envs.text.sampler as sampler_module
+
+    now = [0.0]
+    monkeypatch.setattr(sampler_module, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    class TimedEnv(Scripted):
+        def reset(self, seed=None, options=None):
+            now[0] += 1.0
+            return super().reset(seed=seed, options=options)
+
+        def step(self, reply):
+            now[0] += 1.0
+            return super().step(reply)
+
+    class TimedPolicy(ScriptedPolicy):
+        def generate(self, *args, **kwargs):
+            now[0] += 10.0
+            return super().generate(*args, **kwargs)
+
+    s = TextEnvGroupSampler(make_tokenizer(), None, 1, 2, max_turns=4, max_reply_tokens=8, env_fn=TimedEnv)
+    batch = s.sample(TimedPolicy(s.tokenizer, [["ab$", "xyz$"], ["c$", "de$"]]))  # two turns each
+    m = batch.metrics
+    assert m["perf/env_seconds"] == 2 * 1.0 + 4 * 1.0  # two resets, four steps
+    assert m["perf/generation_seconds"] == 2 * 10.0  # one generate call a turn for both episodes
+    assert int(batch.mask.sum()) == 3 + 4 + 2 + 3
+    assert m["perf/reply_tokens_per_second"] == 12 / 20.0

@@ -36,10 +36,14 @@ class ChatFormat:
             (after ``system_prompt`` when given) and each observation the next user message.
         system_prompt: the system message before the first prompt ('' for none).
         tools: functions the template renders into the prompt (``apply_chat_template(tools=...)``).
+        instruction: appended on a new line to a string prompt and to every observation ('' for
+            none): a reminder of the reply's format at each turn, where a small model follows it
+            better than a system message read once.
     """
 
-    def __init__(self, tokenizer: Any, system_prompt: str = "", tools: list[Any] | None = None):
+    def __init__(self, tokenizer: Any, system_prompt: str = "", tools: list[Any] | None = None, instruction: str = ""):
         self.tokenizer = tokenizer
+        self.suffix = f"\n{instruction}" if instruction else ""
         self.tools = {"tools": list(tools)} if tools else {}
         self.system = [{"role": "system", "content": system_prompt}] if system_prompt else []
         self.chat = getattr(tokenizer, "chat_template", None) is not None
@@ -71,6 +75,7 @@ class ChatFormat:
         as they are (with the generation prompt)."""
         if isinstance(prompt, list):
             return self._render(prompt, generation=True)
+        prompt += self.suffix
         return self._render([{"role": "user", "content": prompt}], generation=True) if self.chat else prompt
 
     def prompt_ids(self, prompt: str | list[dict[str, Any]]) -> list[int]:
@@ -84,7 +89,7 @@ class ChatFormat:
         close = self.close
         if reply_ended and self.eos_text and close.startswith(self.eos_text):
             close = close[len(self.eos_text):]
-        return self._ids(close + self.head + observation + self.tail)
+        return self._ids(close + self.head + observation + self.suffix + self.tail)
 
     def messages_ids(self, messages: list[dict[str, Any]], reply_ended: bool) -> list[int]:
         """The ids that follow a reply that called a tool when the environment answers with chat

@@ -96,6 +96,7 @@ class TextEnvGroupSampler:
         temperature, top_p, top_k: sampling settings (top_k 0 disables it).
         seed: seeds the start states; each process draws its own (``process_index``).
         system_prompt: a system message before each prompt ('' for none).
+        instruction: appended to the prompt and to every observation on a new line ('' for none).
         env_kwargs: keyword arguments of every environment.
         sampler_logprobs: keep each sampled token's log-prob under the distribution that drew it
             (``batch.sampler_logp``); the policy's ``generate`` must take ``output_logprobs``.
@@ -105,7 +106,7 @@ class TextEnvGroupSampler:
                  max_reply_tokens: int = 64, max_total_tokens: int = 1024, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0, process_index: int = 0, system_prompt: str = "",
                  env_kwargs: dict[str, Any] | None = None, env_fn: Callable[[], gym.Env] | None = None,
-                 sampler_logprobs: bool = False, max_conversation_tokens: int | None = None):
+                 sampler_logprobs: bool = False, max_conversation_tokens: int | None = None, instruction: str = ""):
         if group_size < 2:
             raise ValueError(f"TextEnvGroupSampler: group_size (G) must be >= 2, got {group_size}")
         for name, value in (("num_groups", num_groups), ("max_turns", max_turns), ("max_reply_tokens", max_reply_tokens)):
@@ -121,7 +122,7 @@ class TextEnvGroupSampler:
         self.env_name = text_env_name(self.envs[0], env_id)
         self.tokenizer = tokenizer
         prepare_tokenizer(tokenizer)
-        self.format = ChatFormat(tokenizer, system_prompt)
+        self.format = ChatFormat(tokenizer, system_prompt, instruction=instruction)
         self.sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": top_k}
         self.sampler_logprobs = sampler_logprobs
         self.rng = np.random.default_rng([seed, process_index])
@@ -309,6 +310,8 @@ class TextEnvGroupSampler:
             "text_env/cut_reply_fraction": sum(e.cut_replies for e in episodes) / max(1, turns),
             "text_env/env_tokens": float(np.mean([len(e.ids) - sum(e.trained) for e in episodes])),
             "perf/generation_seconds": clock["generation"], "perf/env_seconds": clock["env"],
+            # generation's own speed (perf/tokens_per_second divides by the whole step)
+            "perf/reply_tokens_per_second": reply_tokens / clock["generation"] if clock["generation"] > 0 else 0.0,
         }
         # over the episodes whose env reported success (NaN: none did); every process logs the same keys
         reported = [e.success for e in episodes if e.success is not None]

@@ -183,7 +183,8 @@ class ToolEnvSampler(TextEnvGroupSampler):
 
         turns = max_tool_calls + 1 if max_tool_calls is not None else 1 << 30  # then the token budget ends it
         super().__init__(tokenizer, None, num_groups, group_size, max_turns=turns, env_fn=make, **kwargs)
-        self.format = ChatFormat(tokenizer, kwargs.get("system_prompt", ""), tools=self.envs[0].tools)
+        self.format = ChatFormat(tokenizer, kwargs.get("system_prompt", ""), tools=self.envs[0].tools,
+                                 instruction=kwargs.get("instruction", ""))
         probe = [{"role": "user", "content": "U"}]
         if self.envs[0].tools and self.format.prompt_text(probe) == ChatFormat(tokenizer).prompt_text(probe):
             raise UsageError("the tokenizer's chat template does not render tools (apply_chat_template(tools=...) "
