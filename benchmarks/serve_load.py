@@ -5,9 +5,13 @@ policy, loopback only, bounded in time and count, with a training job running be
 
 Starts the service on a free 127.0.0.1 port over a temporary store, trains CartPole through
 ``POST /train``, starts a long training job beside it (``--no_training``: none), then for each
-phase runs ``--clients`` clients (httpx connection pools driven by asyncio tasks, spread over
-``--client_processes`` processes) that send ``POST /inference`` back to back for ``--seconds`` or
-``--max_requests``, whichever ends first:
+phase runs ``--clients`` clients that send ``POST /inference`` back to back for ``--seconds`` or
+``--max_requests``, whichever ends first. ``--client stdlib`` (the default): each client a
+process of its own holding one kept-alive connection (Python's ``http.client``), as separate
+programs querying the service would; ``--client httpx``: httpx connection pools driven by asyncio
+tasks, spread over ``--client_processes`` processes. The clients run on the same cores as the
+service, so what a client spends per request is taken from the service: httpx's async pool
+spends several times what the service does, http.client a fraction of it.
 - single: one observation per request: requests per second, p50 and p99 latency;
 - batch: ``--batch`` observations per request: observations per second, and its ratio to the
   single phase's (targets: >= 1,000 requests/s with p99 <= 25 ms; the ratio >= 50).
@@ -67,20 +71,30 @@ def job_state(client: httpx.Client, job_id: str, states: tuple[str, ...]) -> dic
     return job if job["state"] in states or (job.get("progress") or {}).get("done") and "stepping" in states else None
 
 
+def _bodies(rows: np.ndarray, batch: int, seed: int, count: int = 64) -> list[bytes]:
+    """``count`` request bodies of ``batch`` observations drawn from ``rows``, encoded once: a
+    client sends them in turn, so the cores the clients share with the service go to the
+    service's work (every body is still parsed, checked and answered), not to the clients
+    encoding the same JSON again."""
+    rng = np.random.default_rng(seed)
+    obs = (rows[rng.integers(len(rows), size=batch)].tolist() for _ in range(count))
+    return [json.dumps({"model_name": "cartpole", "observation": o if batch > 1 else o[0]}).encode() for o in obs]
+
+
 async def _clients(url: str, clients: int, end: float, max_requests: int, rows: np.ndarray, batch: int,
                    seed: int) -> list[float]:
     """``clients`` tasks of one process sending inference requests back to back; each request's latency."""
     latencies: list[float] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, limits=limits,
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}",
+                                                        "Content-Type": "application/json"}, limits=limits,
                                  timeout=30) as client:
         async def one(i: int) -> None:
-            rng = np.random.default_rng(seed + i)
+            bodies = _bodies(rows, batch, seed + i)
             while time.time() < end and len(latencies) < max_requests:
-                obs = rows[rng.integers(len(rows), size=batch)].tolist()
-                body = {"model_name": "cartpole", "observation": obs if batch > 1 else obs[0]}
+                body = bodies[len(latencies) % len(bodies)]
                 t0 = time.perf_counter()
-                res = await client.post("/inference", json=body)
+                res = await client.post("/inference", content=body)
                 latencies.append(time.perf_counter() - t0)
                 assert res.status_code == 200, res.text
 
@@ -92,23 +106,53 @@ def _client_process(args: tuple) -> list[float]:
     return asyncio.run(_clients(*args))
 
 
+def _stdlib_client(args: tuple) -> list[float]:
+    """One client in a process of its own: one kept-alive connection (``http.client``), requests
+    back to back, each answer read and parsed; each request's latency. The process is its
+    client's alone, so a latency is the service's and the machine's, not other clients' turns
+    on a shared event loop."""
+    import http.client
+
+    url, end, max_requests, rows, batch, seed = args
+    host, port = url.removeprefix("http://").split(":")
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    bodies = _bodies(rows, batch, seed)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    latencies: list[float] = []
+    while time.time() < end and len(latencies) < max_requests:
+        t0 = time.perf_counter()
+        conn.request("POST", "/inference", bodies[len(latencies) % len(bodies)], headers)
+        res = conn.getresponse()
+        answer = json.loads(res.read())
+        latencies.append(time.perf_counter() - t0)
+        assert res.status == 200, answer
+    conn.close()
+    return latencies
+
+
 def phase(url: str, clients: int, processes: int, seconds: float, max_requests: int, rows: np.ndarray,
-          batch: int) -> dict:
-    """``clients`` clients spread over ``processes`` client processes (one asyncio loop each: a
-    single Python client process, not the service, would set the pace)."""
+          batch: int, client: str = "stdlib") -> dict:
+    """``clients`` clients: with ``client`` "stdlib" one process each; with "httpx" spread over
+    ``processes`` client processes (one asyncio loop each: a single Python client process, not
+    the service, would set the pace)."""
     import multiprocessing
 
     end = time.time() + seconds
-    shares = [clients // processes + (k < clients % processes) for k in range(processes)]
-    jobs = [(url, n, end, max_requests // processes, rows, batch, 1000 * k) for k, n in enumerate(shares) if n]
+    if client == "stdlib":
+        run, jobs = _stdlib_client, [(url, end, max_requests // clients, rows, batch, 1000 * k) for k in range(clients)]
+    else:
+        shares = [clients // processes + (k < clients % processes) for k in range(processes)]
+        run, jobs = _client_process, [(url, n, end, max_requests // processes, rows, batch, 1000 * k)
+                                      for k, n in enumerate(shares) if n]
     t0 = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
-        latencies = [x for part in pool.map(_client_process, jobs) for x in part]
+        latencies = [x for part in pool.map(run, jobs) for x in part]
     wall = time.perf_counter() - t0
     ms = sorted(1000 * x for x in latencies)
     return {"requests": len(ms), "seconds": wall, "requests_per_second": len(ms) / wall,
             "observations_per_second": len(ms) * batch / wall, "p50_ms": statistics.median(ms),
-            "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))], "batch": batch, "client_processes": len(jobs)}
+            "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))], "batch": batch, "client": client,
+            "client_processes": len(jobs)}
 
 
 def main() -> None:
@@ -116,7 +160,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="Length of each phase.")
     ap.add_argument("--max_requests", type=int, default=200_000, help="Most requests of each phase.")
     ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--client_processes", type=int, default=2, help="Processes the clients are spread over.")
+    ap.add_argument("--client", choices=("stdlib", "httpx"), default="stdlib",
+                    help="stdlib: each client a process with one http.client connection; httpx: asyncio httpx pools.")
+    ap.add_argument("--client_processes", type=int, default=2, help="Processes the httpx clients are spread over.")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--no_training", action="store_true", help="No training job beside the clients.")
     ap.add_argument("--out", type=Path, default=None)
@@ -160,8 +206,8 @@ def run_phases(a: argparse.Namespace, url: str) -> dict:
 
     envs = gym.make_vec("CartPole-v1", num_envs=256, vectorization_mode="vector_entry_point")
     rows = np.concatenate([envs.reset(seed=s)[0] for s in range(4)])  # 1,024 start observations
-    single = phase(url, a.clients, a.client_processes, a.seconds, a.max_requests, rows, 1)
-    batch = phase(url, a.clients, a.client_processes, a.seconds, a.max_requests, rows, a.batch)
+    single = phase(url, a.clients, a.client_processes, a.seconds, a.max_requests, rows, 1, a.client)
+    batch = phase(url, a.clients, a.client_processes, a.seconds, a.max_requests, rows, a.batch, a.client)
     if not a.no_training:
         client.delete(f"/jobs/{beside['id']}")
         state = client.get(f"/jobs/{beside['id']}").json()

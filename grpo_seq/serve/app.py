@@ -13,10 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from ..jobs.spec import load_spec
@@ -98,14 +97,14 @@ class BodyLimit:
 
     def __init__(self, app: Any, limit: int):
         self.app, self.limit = app, limit
+        self.reason = f"the body is over {limit:,} bytes (--max_body_bytes)"
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length")
-        too_big = _refusal(413, f"the body is over {self.limit:,} bytes (--max_body_bytes)")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            return await too_big(scope, receive, send)
+            return await _refusal(413, self.reason)(scope, receive, send)
         seen = 0
 
         async def counted() -> dict:
@@ -113,22 +112,57 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise RequestError(413, f"the body is over {self.limit:,} bytes (--max_body_bytes)")
+                raise RequestError(413, self.reason)
             return message
 
         await self.app(scope, counted, send)
 
 
-def _auth(token: str) -> Any:
-    bearer = HTTPBearer(auto_error=False, description="the service's token (GRPO_SEQ_API_TOKEN, or printed at start)")
+class TokenCheck:
+    """Pure ASGI middleware: every path but ``public`` needs ``Authorization: Bearer <token>``
+    (an unknown path too: nothing is served without the token by forgetting to protect it).
 
-    async def check(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if credentials is None:
-            raise RequestError(401, "missing token: send Authorization: Bearer <token>")
-        if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
-            raise RequestError(401, "wrong token")
+    Checked before routing, once per request, rather than as a route dependency: a dependency
+    is solved per request by the framework, and on the inference route that machinery costs more
+    than the policy's forward pass."""
 
-    return check
+    def __init__(self, app: Any, token: str, public: frozenset[str]):
+        self.app, self.token, self.public = app, token.encode(), public
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan" and scope["path"] not in self.public:
+            reason = self.refusal(scope["headers"])
+            if reason is not None and scope["type"] == "websocket":  # none is served; refused all the same
+                return await send({"type": "websocket.close", "code": 1008})
+            if reason is not None:
+                return await _refusal(401, reason)(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def refusal(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """Why these headers are refused, or None: they carry the token."""
+        value = next((v for k, v in headers if k == b"authorization"), b"")
+        scheme, _, credentials = value.partition(b" ")
+        credentials = credentials.strip()
+        if not credentials or scheme.lower() != b"bearer":
+            return "missing token: send Authorization: Bearer <token>"
+        return None if hmac.compare_digest(credentials, self.token) else "wrong token"
+
+
+def _document_token(app: FastAPI) -> None:
+    """The OpenAPI description says every operation needs the bearer token (its page's Authorize
+    button sends it); the public routes are left out of the description."""
+    describe = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = describe()
+            schema.setdefault("components", {})["securitySchemes"] = {"HTTPBearer": {
+                "type": "http", "scheme": "bearer",
+                "description": "the service's token (GRPO_SEQ_API_TOKEN, or printed at start)"}}
+            schema["security"] = [{"HTTPBearer": []}]
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def create_app(cfg: ServeConfig, token: str) -> FastAPI:
@@ -139,12 +173,16 @@ def create_app(cfg: ServeConfig, token: str) -> FastAPI:
     app.add_exception_handler(RequestError, lambda request, e: _refusal(e.status, e.reason))
     app.add_exception_handler(RequestValidationError, lambda request, e: _refusal(400, "; ".join(
         f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
-    router = APIRouter(dependencies=[Depends(_auth(token))])
+    public = frozenset(p for p in ("/health", "/", "/page/app.js", app.docs_url, app.openapi_url, app.redoc_url,
+                                   app.swagger_ui_oauth2_redirect_url) if p)
+    app.add_middleware(TokenCheck, token=token, public=public)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # added last: outermost, checked first
+    router = APIRouter()
+    _inference_routes(router, service)  # routes are matched in order: the busiest first
     _job_routes(router, service)
-    _inference_routes(router, service)
     app.include_router(router)
     _public_routes(app)
+    _document_token(app)
     app.router.on_shutdown.append(service.jobs.close)
     return app
 

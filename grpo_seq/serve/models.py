@@ -4,6 +4,7 @@ loaded once for inference, then kept (:class:`ModelCache`)."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from typing import Any
@@ -84,7 +85,7 @@ class ModelCache:
     def __init__(self, store: Store):
         self.store = store
         self.lock = threading.Lock()
-        self.loaded: dict[str, tuple[float, Any]] = {}
+        self.loaded: dict[str, tuple[float, str, Any]] = {}  # name -> (its record's mtime, the record's path, model)
 
     def _stamp(self, name: Any) -> float:
         """The modification time of ``name``'s record; 404 for a name the store lacks."""
@@ -96,9 +97,15 @@ class ModelCache:
             raise RequestError(404, f"model_name {name!r}: no such model (GET /models lists them)") from None
 
     def cached(self, name: Any) -> tuple[dict[str, Any], Any] | None:
-        """The loaded model ``name`` when it is current, else None (load it with :meth:`get`)."""
+        """The loaded model ``name`` when it is current, else None (load it with :meth:`get`). Asked
+        on every inference request: one stat of a path kept as a string, no path built."""
         hit = self.loaded.get(name) if isinstance(name, str) else None
-        return hit[1] if hit is not None and hit[0] == self._stamp(name) else None
+        if hit is None:
+            return None
+        try:
+            return hit[2] if os.stat(hit[1]).st_mtime == hit[0] else None
+        except OSError:  # the record is gone: get() says so
+            return None
 
     def get(self, name: Any) -> tuple[dict[str, Any], Any]:
         """The model ``name``'s record and its loaded model, loading it when it is not current."""
@@ -110,5 +117,5 @@ class ModelCache:
                 if entry is None:
                     raise RequestError(404, f"model_name {name!r}: no such model (GET /models lists them)")
                 model = (_EnvModel if entry["kind"] == "env" else _LMModel)(entry["path"])
-                hit = self.loaded[name] = (stamp, (entry, model))
-        return hit[1]
+                hit = self.loaded[name] = (stamp, str(self.store.model_path(name)), (entry, model))
+        return hit[2]

@@ -73,7 +73,14 @@ def test_every_route_but_health_docs_and_the_page_needs_the_token(server):
         assert wrong.status_code == 401 and wrong.json() == {"detail": "wrong token"}, path
     for path in ("/health", "/docs", "/openapi.json", "/", "/page/app.js"):
         assert server.anonymous.get(path).status_code == 200, path
-    assert "/train" in server.anonymous.get("/openapi.json").json()["paths"]
+    # checked before routing: a path no route serves is refused too, and found missing with the token
+    assert server.anonymous.get("/no-such-route").status_code == 401
+    assert server.client.get("/no-such-route").status_code == 404
+    api = server.anonymous.get("/openapi.json").json()
+    assert "/train" in api["paths"]
+    # the API's page knows every operation needs the bearer token (its Authorize button sends it)
+    scheme = api["components"]["securitySchemes"]["HTTPBearer"]
+    assert api["security"] == [{"HTTPBearer": []}] and (scheme["type"], scheme["scheme"]) == ("http", "bearer")
 
 
 def _tree(root) -> dict:
