@@ -560,6 +560,8 @@ def serve_load() -> tuple[str, list]:
             [f"{many['batch']} observations a request", fmt(many["requests_per_second"], ".0f"),
              fmt(many["observations_per_second"], ".0f"), fmt(many["p50_ms"], ".1f"), fmt(many["p99_ms"], ".1f")]]
     beside = "a CartPole training job running beside it" if d["training_beside"] else "nothing else running"
+    if d.get("load_average_1min") is not None:
+        beside += f" (the machine's 1-minute load average at the end: {fmt(d['load_average_1min'], '.1f')} on its cores)"
     text = ("## The HTTP service under load\n\n"
             f"`benchmarks/serve_load.py`: the service on loopback, a CartPole policy, {d['clients']} concurrent clients "
             f"({one['client_processes']} client processes) sending `POST /inference` for {fmt(one['seconds'], '.0f')} s "

@@ -177,7 +177,9 @@ def main() -> None:
         finally:
             service.terminate()
             service.wait(timeout=120)
-    result = {"clients": a.clients, "training_beside": not a.no_training, **result}
+    # other work on the machine shares the cores with the clients, the service and the job
+    result = {"clients": a.clients, "training_beside": not a.no_training, "load_average_1min": os.getloadavg()[0],
+              **result}
     print(json.dumps(result, indent=2))
     out = a.out or record.default_out("serve_load")
     record.prepare(out).write_text(json.dumps({"meta": meta, **result}, indent=2))
