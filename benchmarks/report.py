@@ -560,13 +560,13 @@ def serve_load() -> tuple[str, list]:
             [f"{many['batch']} observations a request", fmt(many["requests_per_second"], ".0f"),
              fmt(many["observations_per_second"], ".0f"), fmt(many["p50_ms"], ".1f"), fmt(many["p99_ms"], ".1f")]]
     beside = "a CartPole training job running beside it" if d["training_beside"] else "nothing else running"
-    if d.get("load_average_1min") is not None:
-        beside += f" (the machine's 1-minute load average at the end: {fmt(d['load_average_1min'], '.1f')} on its cores)"
+    busy = (f" The machine's 1-minute load average at the end: {fmt(d['load_average_1min'], '.1f')} on its cores, "
+            "other work included." if d.get("load_average_1min") is not None else "")
     text = ("## The HTTP service under load\n\n"
             f"`benchmarks/serve_load.py`: the service on loopback, a CartPole policy, {d['clients']} concurrent clients "
             f"({one['client_processes']} client processes) sending `POST /inference` for {fmt(one['seconds'], '.0f')} s "
             f"per phase, {beside}. A batch request carries {fmt(d['batch_to_single_observations_per_second'], '.0f')}x "
-            "the observations per second of single ones.\n\n"
+            "the observations per second of single ones." + busy + "\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["requests", "requests/s", "observations/s", "p50 ms", "p99 ms"], rows))
     head = [f"HTTP inference, {d['clients']} clients, {beside}", "-",
