@@ -137,7 +137,8 @@ def main() -> None:
     result = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}
     if not a.summarise:
         setup = task_setup(a.task, a)
-        result["meta"] = record.meta()
+        metas = result.get("meta", [])  # one per command that added runs
+        result["meta"] = [*([metas] if isinstance(metas, dict) else metas), record.meta()]
         result["settings"] = {k: str(v) for k, v in vars(a).items() if k not in ("summarise", "out", "scratch")}
         if "base_accuracy" not in result:
             result["base_accuracy"] = base_accuracy(a, setup)

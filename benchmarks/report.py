@@ -227,7 +227,7 @@ def lm_family_ablation() -> tuple[str, list]:
             "median step (DAPO's include drawing groups to replace the dropped ones). Variants the seeds separate "
             f"from the defaults: {', '.join(apart) or 'none'}. A task with headroom rather than GSM8K, which the base "
             "model solves about 1% of the time: 20 steps there move only the answer's format.\n\n"
-            + provenance(d["meta"]) + "\n"
+            + provenance(d["meta"][-1] | {"command": [m["command"] for m in d["meta"]]}) + "\n"
             + table(["variant", "seeds", "held-out accuracy", "minus the defaults' (points)", "95% interval",
                      "training reward", "over the last 5 steps", "s/step"], rows))
     return text, []
