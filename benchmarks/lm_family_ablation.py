@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -61,6 +62,7 @@ def train_and_evaluate(a: argparse.Namespace, variant: str, seed: int, setup: tu
                 torch_threads=a.threads, use_cpu=True, log_completions_every=0, save_steps=0, overwrite=True,
                 **fields, **VARIANTS[variant], **a.over)
     run_lm_job(cfg, [Watch()], reward_funcs=fns, label="lm_family_ablation")
+    shutil.rmtree(cfg.output_dir, ignore_errors=True)  # its saved model: half a GB a run, and the record has the figures
     rewards = [m["reward/mean"] for m in steps]
     return {"variant": variant, "seed": seed, "accuracy": accuracy[0], "reward_mean": statistics.fmean(rewards),
             "reward_last5": statistics.fmean(rewards[-5:]), "rewards": rewards,
