@@ -23,6 +23,7 @@ from just before training and include the evaluations.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -244,6 +245,8 @@ def main() -> None:
                     help="seeds for MountainCar and LunarLander, whose SB3 runs take minutes each (default: --seeds)")
     ap.add_argument("--eval_every", type=int, default=None, help="default: per env (%s)" % EVAL_EVERY)
     ap.add_argument("--stop_after", type=int, default=3, help="stop a run this many evaluations after solving (0: never)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at once, each in its own process (2 on a 2-core machine: a seed's two systems side by side)")
     ap.add_argument("--out", type=Path, default=record.default_out("control_vs_sb3"))
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of the other envs already in --out (re-running one env of the suite)")
@@ -279,16 +282,24 @@ def main() -> None:
     fresh = [e for e in args.envs if not any(r["env_id"] == e for r in rows)]
     seeds_of = lambda e: (earlier_seeds[e] if e not in fresh else  # noqa: E731
                           args.long_seeds if args.long_seeds and e in LONG else args.seeds)
-    for env_id in fresh:
-        for k, seed in enumerate(seeds_of(env_id)):
-            for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
-                run = runners[system](env_id, seed, every(env_id), args.stop_after)
-                rows.append(make_row(env_id, system, seed, run, thresholds[env_id]))
-                r = rows[-1]
-                print(f"{env_id} {system} seed {seed}: solved at {r['solved_env_steps']} env steps, "
-                      f"{fmt(r['solved_seconds'], '.1f')} s; final {r['final_eval_return']:.1f}; {r['seconds']:.1f} s",
-                      flush=True)
-        write(args, rows, thresholds, every, seeds_of)  # after every env: a run cut short keeps what it measured
+    tasks = [(env_id, seed, system) for env_id in fresh for k, seed in enumerate(seeds_of(env_id))
+             for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1])]
+
+    def one(task: tuple[str, int, str]) -> dict[str, Any]:
+        env_id, seed, system = task
+        r = make_row(env_id, system, seed, runners[system](env_id, seed, every(env_id), args.stop_after),
+                     thresholds[env_id])
+        print(f"{env_id} {system} seed {seed}: solved at {r['solved_env_steps']} env steps, "
+              f"{fmt(r['solved_seconds'], '.1f')} s; final {r['final_eval_return']:.1f}; {r['seconds']:.1f} s",
+              flush=True)
+        return r
+
+    # --jobs runs that many runs at once, each its own process; in the listed order, so with 2 jobs
+    # a seed's two systems run side by side and share the machine alike
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for r in pool.map(one, tasks):
+            rows.append(r)
+            write(args, rows, thresholds, every, seeds_of)  # after every run: a suite cut short keeps what it measured
     summary = {e: summarise(rows, e) for e in args.envs}
     for e, s in summary.items():
         print(f"{e}: ours {s['ours']['solved']}/{s['ours']['runs']} solved, SB3 {s['sb3']['solved']}/{s['sb3']['runs']}; "
