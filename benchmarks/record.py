@@ -51,6 +51,8 @@ def machine() -> dict:
     try:
         import torch
         info["torch"] = torch.__version__
+        if torch.cuda.is_available():  # what a --device gpu run used
+            info["gpu"] = torch.cuda.get_device_name(0)
     except ImportError:  # pragma: no cover - every benchmark has torch
         info["torch"] = None
     return info
@@ -61,7 +63,8 @@ def meta(argv: list[str] | None = None) -> dict:
     argv = sys.argv if argv is None else argv
     return {"command": shlex.join(["python", *argv]),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _git("rev-parse", "HEAD") or None,
+            # a copy of the tree without .git (another machine) names its commit in BENCH_COMMIT
+            "commit": _git("rev-parse", "HEAD") or os.environ.get("BENCH_COMMIT") or None,
             # uncommitted changes to the code: the records' own files (a run rewrites its record as it
             # goes) are outputs, not what made them
             "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")),

@@ -55,7 +55,8 @@ def condition_spec(name: str, a: argparse.Namespace, out: Path) -> tuple[Any, di
     from grpo_seq.envs.text import HELD_OUT_SEED
     from reward_fns import GSM8K_SYSTEM_PROMPT
 
-    common = {"model": a.model, "max_steps": a.steps or 1_000_000, "seed": a.seed, "torch_threads": 1, "use_cpu": True,
+    common = {"model": a.model, "max_steps": a.steps or 1_000_000, "seed": a.seed, "torch_threads": 1,
+              "use_cpu": a.device == "cpu",
               "eval_episodes": 0, "save_steps": 0, "log_completions_every": 0, "output_dir": str(out),
               **({"num_generations": a.G} if a.G else {}), **({"num_groups": a.groups} if a.groups else {})}
     if name == "guess":
@@ -160,13 +161,18 @@ def main() -> None:
     ap.add_argument("--gsm8k_total_tokens", type=int, default=1024, help="most tokens of a GSM8K conversation")
     ap.add_argument("--max_calls", type=int, default=4, help="most calculations per GSM8K episode")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                    help="where each condition trains and plays (gpu: the one accelerate picks)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="conditions at once, each its own process (on a GPU they share it; on 2 cores, keep 1)")
     ap.add_argument("--gsm8k_dir", type=Path, default=ROOT.parent / "shared" / "data" / "gsm8k")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/text_env_before_after"))
     ap.add_argument("--out", type=Path, default=record.default_out("text_env_before_after"))
     a = ap.parse_args()
     for name, value, least in (("--steps", a.steps, 0), ("--minutes", a.minutes, 0), ("--eval_n", a.eval_n, 1),
                                ("--gsm8k_eval_n", a.gsm8k_eval_n, 1),
-                               ("--eval_batch", a.eval_batch, 1), ("--G", a.G, 0), ("--groups", a.groups, 0)):
+                               ("--eval_batch", a.eval_batch, 1), ("--G", a.G, 0), ("--groups", a.groups, 0),
+                               ("--jobs", a.jobs, 1)):
         if value < least:
             ap.exit(2, f"error: {name}: must be >= {least}, got {value}\n")
     if not a.steps and not a.minutes:
@@ -180,14 +186,30 @@ def main() -> None:
     except ConfigError as e:
         ap.exit(2, f"error: {e}\n")
     settings = {k: str(getattr(a, k)) for k in ("model", "steps", "minutes", "eval_n", "gsm8k_eval_n", "eval_batch",
-                                                   "gsm8k_tokens",
+                                                   "gsm8k_tokens", "device", "jobs",
                                                    "gsm8k_total_tokens", "max_calls", "seed", "gsm8k_dir")}
     result: dict = {"meta": record.meta(), "settings": settings, "rows": []}
-    for name in a.conditions:
-        result["rows"].append(run_condition(name, a, *specs[name]))
+    rows = (run_condition(name, a, *specs[name]) for name in a.conditions) if a.jobs == 1 else in_processes(a)
+    for row in rows:
+        result["rows"].append(row)
         record.prepare(a.out).write_text(json.dumps(result, indent=2))
-        print(json.dumps({k: v for k, v in result["rows"][-1].items() if k in ("condition", "steps", "phases")}),
-              flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k in ("condition", "steps", "phases")}), flush=True)
+
+
+def in_processes(a: argparse.Namespace) -> list[dict]:
+    """``--jobs`` conditions at once: this script once per condition, each writing its row under
+    --scratch; the rows in --conditions' order."""
+    import concurrent.futures
+    import subprocess
+
+    def one(name: str) -> dict:
+        out = a.scratch / name / "row.json"
+        cmd = [sys.executable, __file__, *sys.argv[1:], "--jobs", "1", "--conditions", name, "--out", str(out)]
+        subprocess.run(cmd, check=True)
+        return json.loads(out.read_text())["rows"][0]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        return list(pool.map(one, a.conditions))
 
 
 if __name__ == "__main__":

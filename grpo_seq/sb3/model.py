@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections import deque
 from typing import Any
 
@@ -29,7 +30,7 @@ from .callbacks import as_callback, rollout_locals
 from .envs import EnvSource, as_vec_env, resolve_env
 from .logger import Logger, tensorboard_run_dir
 from .persistence import Persistence
-from .policy import GRPOPolicy
+from .policy import GRPOPolicy, sb3_device
 from .spaces import CodecWrapper
 
 __all__ = ["GRPO"]
@@ -105,7 +106,7 @@ class GRPO(Persistence):
     | ``group_size`` (not in PPO) | ``num_generations`` (G) |
     | ``max_grad_norm`` | ``max_grad_norm`` |
     | ``ent_coef`` | ``ent_coef``: the entropy bonus, added to the objective per token (None: the env program's default for the env, 0 elsewhere) |
-    | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: the CPU, faster for a small MLP) |
+    | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: a GPU where there is one, as SB3, with SB3's advice to pass ``device="cpu"`` for an MLP) |
     | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
     | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |
     | ``gae_lambda``, ``vf_coef``, ``clip_range_vf``, ``normalize_advantage``, ``sde_sample_freq``, ``target_kl``, ``rollout_buffer_class``, ``rollout_buffer_kwargs`` | no critic here: silent at PPO's default, else named in one warning, ignored; ``use_sde=True`` refused |
@@ -140,7 +141,8 @@ class GRPO(Persistence):
         self.reward_function, self.group_mode, self.horizon = reward_function, group_mode, int(horizon)
         self.exploration_bonus = exploration_bonus  # None: the env program's default for this env
         self.verbose, self.tensorboard_log = verbose, tensorboard_log
-        self.device = _device(device)
+        self.device = sb3_device(device)
+        _recommend_cpu(self.device, policy)
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         self._sb3, self._ours, self._max_episode_steps = sb3, kwargs, max_episode_steps
         self._lr_schedule = arguments.split_schedule("learning_rate", learning_rate)[1] if learning_rate is not None else None
@@ -312,8 +314,8 @@ class GRPO(Persistence):
                              f"and {codec.num_actions}")
         sampler = _recording(self._make_sampler(source))
         if self._run is None:
-            cpu = self.device.type == "cpu"
-            self._run = EnvRun(self.config, policy=self.policy, sampler=sampler, accelerator=Accelerator(cpu=cpu))
+            self._run = EnvRun(self.config, policy=self.policy, sampler=sampler,
+                               accelerator=ModelDeviceAccelerator(self.device))
             if self._optimizer is not None:
                 self._swap_optimizer(*self._optimizer)
         else:
@@ -492,12 +494,30 @@ class GRPO(Persistence):
 
 
 
-def _device(device: Any) -> torch.device:
-    """``"auto"``: the CPU (faster for a small MLP); ``"cuda"`` without a GPU: the CPU, as SB3's ``get_device``."""
-    device = torch.device("cpu" if device == "auto" else device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        return torch.device("cpu")
-    return device
+class ModelDeviceAccelerator(Accelerator):
+    """One process, the model's own device. SB3 lets each model of a process pick its device
+    (``device="cpu"`` beside ``"cuda"``); accelerate keeps one device per process, fixed by the first
+    ``Accelerator``, and refuses ``cpu=True`` once that is a GPU. So this one leaves the state's
+    device alone (``cpu=False`` never conflicts), places nothing, and answers ``device`` with the
+    model's: the trainer moves batches and the reference copy there."""
+
+    def __init__(self, device: torch.device):
+        super().__init__(device_placement=False)
+        self._model_device = torch.device(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self._model_device
+
+
+def _recommend_cpu(device: torch.device, policy: Any) -> None:
+    """SB3's warning for an MLP policy on a GPU: rollouts act through a numpy copy of the weights
+    either way, so only the update runs there, in kernels too small to fill it."""
+    if device.type == "cuda" and policy == "MlpPolicy":
+        warnings.warn("You are trying to run GRPO on the GPU with an MlpPolicy; it is meant to run on the CPU. "
+                      "Pass device='cpu' (or export CUDA_VISIBLE_DEVICES=) to use the CPU. The model will train, "
+                      "but the GPU will be mostly idle and training may take longer than on the CPU.", UserWarning,
+                      stacklevel=3)
 
 
 def _env_id(source: EnvSource | None) -> str | None:

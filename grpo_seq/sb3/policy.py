@@ -105,4 +105,13 @@ class GRPOPolicy(CategoricalMLPPolicy):
         meta = json.loads(data[8 : 8 + size])
         policy = cls(**{"action_nvec": None, **meta["kwargs"]})  # without it: a joint head (an older file)
         policy.load_state_dict(load_tensors(data[8 + size :]))
-        return policy.to("cpu" if device == "auto" else device)
+        return policy.to(sb3_device(device))
+
+
+def sb3_device(device: str | torch.device) -> torch.device:
+    """SB3's ``get_device``: ``"auto"`` is a GPU where torch sees one, else the CPU; ``"cuda"``
+    without a GPU is the CPU."""
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return device

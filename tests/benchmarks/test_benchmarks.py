@@ -266,7 +266,7 @@ def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
     res = subprocess.run([sys.executable, "benchmarks/text_env_before_after.py", "--model", str(model), "--steps", "2",
                           "--minutes", "0", "--eval_n", "3", "--gsm8k_eval_n", "3", "--eval_batch", "2", "--G", "2",
-                          "--groups", "1",
+                          "--groups", "1", "--jobs", "2",  # conditions in processes of their own, rows in order
                           "--gsm8k_tokens", "8", "--gsm8k_dir", str(data), "--scratch", str(tmp_path / "scratch"),
                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -62,7 +62,8 @@ def test_ppo_only_arguments_warned_unknown_refused():
              clip_range=0.1, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.95, vf_coef=0.5, clip_range_vf=None, use_sde=False, seed=0)
+        GRPO("MlpPolicy", "CartPole-v1", gae_lambda=0.95, vf_coef=0.5, clip_range_vf=None, use_sde=False, seed=0,
+             device="cpu")  # "auto" on a GPU machine warns that an MLP is meant for the CPU, as SB3 does
     with pytest.raises(UsageError, match="use_sde=True.*gSDE"):
         GRPO("MlpPolicy", "CartPole-v1", use_sde=True)
     with pytest.raises(AssertionError, match="clip_range_vf"):  # SB3's own check
@@ -72,7 +73,7 @@ def test_ppo_only_arguments_warned_unknown_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = GRPO("MlpPolicy", "CartPole-v1", n_epochs=3, clip_range=0.1, gamma=0.9, num_groups=2, seed=0,
-                     ent_coef=0.01)
+                     ent_coef=0.01, device="cpu")
     assert (model.config.mu, model.config.epsilon, model.config.gamma, model.config.num_groups) == (3, 0.1, 0.9, 2)
     assert model.config.ent_coef == 0.01  # SB3's entropy bonus is ours, not a PPO-only argument
 

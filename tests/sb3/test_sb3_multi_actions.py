@@ -40,7 +40,7 @@ def test_multidiscrete_actions_get_one_categorical_per_dimension(tmp_path):
     actions, _ = model.predict(np.array([[0, 1], [2, 0]]))
     assert actions.shape == (2, 2) and all(model.action_space.contains(a) for a in actions)
     # the trained batch's log-probs are per decision: the sum of the two dimensions' log-softmaxes
-    batch = model._trainer.sampler.last_batch
+    batch = model._trainer.sampler.last_batch.to(policy.device)
     logits = policy.logits(batch.context)
     d0, d1 = batch.tokens // 2, batch.tokens % 2
     expected = (torch.log_softmax(logits[..., :3], -1).gather(-1, d0[..., None])
