@@ -533,7 +533,9 @@ def text_env_tables(d: dict) -> str:
     for r in d["rows"]:
         name = TEXT_ENV_CONDITIONS.get(r["condition"], r["condition"])
         b, a = r.get("before") or {}, r.get("after") or {}
-        held.append([name, str(r["steps"]), fmt(r["train_minutes"], ".1f"), fmt(b.get("solved")), fmt(a.get("solved")),
+        rewards = r.get("reward_per_step") or []
+        trend = (f"{statistics.mean(rewards[:5]):.2f} -> {statistics.mean(rewards[-5:]):.2f}" if rewards else "-")
+        held.append([name, str(r["steps"]), fmt(r["train_minutes"], ".1f"), trend, fmt(b.get("solved")), fmt(a.get("solved")),
                      fmt(b.get("turns"), ".1f"), fmt(a.get("turns"), ".1f"), fmt(b.get("reply_tokens"), ".0f"),
                      fmt(a.get("reply_tokens"), ".0f"), fmt(b.get("truncated_fraction")), fmt(a.get("truncated_fraction"))])
         p = r.get("phases") or {}
@@ -541,7 +543,7 @@ def text_env_tables(d: dict) -> str:
             phases.append([name, fmt(p["step_seconds"], ".1f"), *(f"{p[f'{k}_share']:.0%}" for k in
                                                                   ("generation", "environment", "scoring", "update")),
                            fmt(p["reply_tokens_per_second"], ".0f"), fmt(p["reply_tokens_per_step_second"], ".0f")])
-    return (table(["condition", "steps", "training minutes", "solved before", "solved after", "turns before",
+    return (table(["condition", "steps", "training minutes", "training reward, first -> last 5 steps", "solved before", "solved after", "turns before",
                    "turns after", "reply tokens before", "reply tokens after", "truncated before", "truncated after"], held)
             + "\n" + table(["condition", "s/step", "generation", "environment", "scoring", "update",
                             "reply tokens/s of generation", "reply tokens/s of the step"], phases))
@@ -551,8 +553,10 @@ def text_env_intro(d: dict) -> str:
     st, first = d["settings"], d["rows"][0] if d["rows"] else {}
     budget = " and ".join(x for x in (f"{st['steps']} steps" if st["steps"] != "0" else "",
                                        f"{float(st['minutes']):g} minutes" if float(st["minutes"]) else "") if x)
+    where = ("one torch thread on the CPU" if st.get("device", "cpu") == "cpu" else
+             f"on the machine's GPU with {st.get('jobs', '1')} conditions sharing it at once")
     return (f"`benchmarks/text_env_before_after.py`: {st['model']} trained by the text-env job with "
-            f"`recipes/text_env.py`'s settings, one torch thread, G = {first.get('G')} episodes from each of {first.get('groups')} start states a "
+            f"`recipes/text_env.py`'s settings, {where}, G = {first.get('G')} episodes from each of {first.get('groups')} start states a "
             f"step, for at most {budget} per condition. Held out, "
             f"greedy, before and after: {st['eval_n']} GuessTheNumber games from seeds training never draws, and the "
             f"first {st.get('gsm8k_eval_n', st['eval_n'])} problems of GSM8K's dev.jsonl (replies of at most {st['gsm8k_tokens']} tokens, "
@@ -578,7 +582,7 @@ def text_env_before_after() -> tuple[str, list]:
 def text_env_guide_table() -> str:
     """The same tables in docs/guides/text_envs.md."""
     d = load("text_env_before_after/result.json")
-    return (text_env_intro(d) + '<!-- skip: next "the benchmark itself: half an hour of CPU or more" -->\n'
+    return (text_env_intro(d) + '<!-- skip: next "the benchmark itself: a quarter of an hour on a GPU, half an hour of CPU or more" -->\n'
             + provenance(d["meta"]) + "\n" + text_env_tables(d))
 
 
