@@ -92,8 +92,10 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
             kw[name] = sb3[sb3_name]
     if sb3.get("learning_rate") is not None:
         kw["learning_rate"], schedule = split_schedule("learning_rate", sb3["learning_rate"])
-        if schedule is not None:
-            kw["lr_schedule"] = "constant"  # the surface sets the rate from the schedule before each step
+        # a schedule: the surface sets the rate from it before each step; a float: SB3's fixed rate
+        # (the env program's linear decay stays the default when no rate is given)
+        if schedule is not None or "lr_schedule" not in ours:
+            kw["lr_schedule"] = "constant"
     if sb3.get("clip_range") is not None:
         kw["epsilon"] = split_schedule("clip_range", sb3["clip_range"])[0]
     G = int(kw["num_generations"])

@@ -97,7 +97,7 @@ class GRPO(Persistence):
     |---|---|
     | ``policy="MlpPolicy"`` | :class:`grpo_seq.sb3.policy.GRPOPolicy`, SB3's policy interface without the value head (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
     | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
-    | ``learning_rate`` (float or schedule) | ``learning_rate``; a float decays linearly to 0 over ``learn`` (``lr_schedule="constant"`` for SB3's fixed rate); a schedule ``f(progress_remaining)`` is followed as given |
+    | ``learning_rate`` (float or schedule) | ``learning_rate``; a float is a fixed rate, as in SB3 (``lr_schedule="linear"`` decays it to 0 over ``learn``; no rate given: the env program's rate and linear decay); a schedule ``f(progress_remaining)`` is followed as given |
     | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1 |
     | ``batch_size`` | minibatches per update = steps per update / ``batch_size``, as a divisor of the outputs (episodes) |
     | ``n_epochs`` | ``mu``: update passes per batch |
@@ -171,7 +171,7 @@ class GRPO(Persistence):
         """PPO's hyperparameter attributes, read by SB3 callbacks (``model.learning_rate``, ...)."""
         cfg = self.config
         self.learning_rate = learning_rate if learning_rate is not None else cfg.learning_rate
-        self.lr_schedule = _Schedule(self.learning_rate, linear=learning_rate is None and cfg.lr_schedule == "linear")
+        self.lr_schedule = _Schedule(self.learning_rate, linear=not callable(learning_rate) and cfg.lr_schedule == "linear")
         self.clip_range = _Schedule(clip_range if clip_range is not None else cfg.epsilon)
         self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
         self.n_steps, self.batch_size = self._sb3["n_steps"], self._sb3["batch_size"]

@@ -264,3 +264,16 @@ def test_policy_kwargs_choose_the_optimizer():
     assert isinstance(model._trainer.optimizer.optimizer, torch.optim.SGD)
     assert model._trainer.optimizer.optimizer.param_groups[0]["momentum"] == 0.5
     model.learn(64)
+
+
+@pytest.mark.parametrize("kwargs, last_rate", [
+    (dict(learning_rate=1e-3), 1e-3),                            # SB3's float: a fixed rate
+    (dict(learning_rate=1e-3, lr_schedule="linear"), None),      # ours on request: decays towards 0
+])
+def test_a_float_learning_rate_is_fixed_as_in_sb3(kwargs, last_rate):
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu", **kwargs).learn(3_000)
+    rate = model._trainer.optimizer.param_groups[0]["lr"]
+    if last_rate is not None:
+        assert rate == pytest.approx(last_rate) and model.lr_schedule(0.1) == pytest.approx(last_rate)
+    else:  # 3,000 steps of a 3,000-step learn: the last update's rate is a small share of the start
+        assert rate < 0.5e-3 and model.lr_schedule(0.1) == pytest.approx(1e-4)
