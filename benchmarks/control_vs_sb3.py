@@ -314,7 +314,7 @@ def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, floa
     if getattr(args, "earlier_note", None):
         meta["note"] = args.earlier_note
     result = {"meta": meta, "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
-                                                   "stop_after": args.stop_after,
+                                                   "stop_after": args.stop_after, "jobs": args.jobs,
                                                    "eval_every": {e: every(e) for e in envs},
                                                    "thresholds": thresholds, "eval_episodes": 10, "torch_threads": 1},
               "summary": {e: summarise(rows, e) for e in envs}, "rows": rows,

@@ -122,9 +122,13 @@ def control_vs_sb3() -> tuple[str, list]:
             "E, read from the installed rl_zoo3 package (`hyperparams/ppo.yml`: n_envs, VecNormalize where it says "
             "normalize, linear schedules, its n_timesteps budget). Both: one torch thread, 10 greedy episodes of "
             "`PolicyEvaluator` every `eval_every` env steps (" + ", ".join(f"{e} {v:,}" for e, v in st["eval_every"].items())
-            + "), solved = the first evaluation at or above the env's `reward_threshold`; each run stops "
-            f"{st['stop_after']} evaluations after solving, or at its budget; the systems alternate which goes first from "
-            "seed to seed. Medians over seeds, an unsolved run counting as infinite; final return = the last "
+            + "), solved = the first evaluation at or above the env's `reward_threshold`; "
+            + (f"each run stops {st['stop_after']} evaluations after solving, or at its budget"
+               if st["stop_after"] else "each run trains its whole budget (ours: the env's `total_env_steps`; SB3: "
+               "rl-zoo3's `n_timesteps`)")
+            + ("; the systems alternate which goes first from seed to seed" if st.get("jobs", 1) == 1 else
+               f"; {st['jobs']} runs at once, a seed's two systems side by side")
+            + ". Medians over seeds, an unsolved run counting as infinite; final return = the last "
             "evaluation's; seconds from the start of training, evaluations included.\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["env", "solved: ours", "solved: SB3", "env steps: ours", "env steps: SB3", "seconds: ours",
@@ -146,7 +150,8 @@ def family_ablation() -> tuple[str, list]:
     if not (RESULTS / "family_ablation/result.json").exists():
         return "", []
     d = load("family_ablation/result.json")
-    ppo = load("control_vs_sb3/result.json")["summary"] if (RESULTS / "control_vs_sb3/result.json").exists() else {}
+    control = load("control_vs_sb3/result.json") if (RESULTS / "control_vs_sb3/result.json").exists() else {}
+    ppo, ppo_stop = control.get("summary", {}), control.get("settings", {}).get("stop_after")
     ci = lambda c, spec: f"[{c[0]:+{spec}}, {c[1]:+{spec}}]" if c else "-"  # noqa: E731
     rows, verdicts = [], []
     for env_id, vs in d["summary"].items():
@@ -169,8 +174,10 @@ def family_ablation() -> tuple[str, list]:
             f"{env_id}, {'/'.join(sorted({str(sm['runs']) for sm in vs.values()}))} seeds: "
             f"highest median final return **{best_final}** ({fmt(top, '.1f')}; the "
             f"defaults {fmt(vs['defaults']['median_final_return'], '.1f')}"
-            + (f"; PPO with rl-zoo3's settings {fmt(ppo[env_id]['sb3']['final_eval_return'], '.1f')}, but stopped two "
-               "evaluations after solving in the control suite above, not at the end of its budget" if env_id in ppo else "")
+            + (f"; PPO with rl-zoo3's settings {fmt(ppo[env_id]['sb3']['final_eval_return'], '.1f')}"
+               + (f", but stopped {ppo_stop} evaluations after solving in the control suite above, not at the end of "
+                  "its budget" if ppo_stop else " at the end of its budget, other seeds (the control suite above)")
+               if env_id in ppo else "")
             + f"), fewest env steps to solve **{best_steps}** ({fmt(fastest[1], ',.0f')}). "
             f"Intervals apart from the defaults: final return {apart('final_minus_defaults_ci95')}; env steps "
             f"{apart('env_steps_minus_defaults_ci95')}")
