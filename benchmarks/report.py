@@ -141,7 +141,10 @@ def control_vs_sb3() -> tuple[str, list]:
     runs = sum(d["summary"][e]["ours"]["runs"] for e in others)
     headline = [f"{', '.join(others)}: median seconds to solve", "Stable-Baselines3 PPO (rl-zoo3 settings)",
                 "; ".join(f"{e.split('-')[0]} {fmt(d['summary'][e]['ratio_solved_seconds'], '.2f')}x" for e in others)
-                + f"; solved {solved['ours']} of {runs} runs (SB3 {solved['sb3']})"]
+                + f"; solved {solved['ours']} of {runs} runs (SB3 {solved['sb3']})"
+                + ("" if st["stop_after"] else "; median final return at the budget, ours / SB3: " + "; ".join(
+                    f"{e.split('-')[0]} {fmt(d['summary'][e]['ours']['final_eval_return'], '.0f')} / "
+                    f"{fmt(d['summary'][e]['sb3']['final_eval_return'], '.0f')}" for e in others))]
     return text, headline
 
 
@@ -176,7 +179,7 @@ def family_ablation() -> tuple[str, list]:
             f"defaults {fmt(vs['defaults']['median_final_return'], '.1f')}"
             + (f"; PPO with rl-zoo3's settings {fmt(ppo[env_id]['sb3']['final_eval_return'], '.1f')}"
                + (f", but stopped {ppo_stop} evaluations after solving in the control suite above, not at the end of "
-                  "its budget" if ppo_stop else " at the end of its budget, other seeds (the control suite above)")
+                  "its budget" if ppo_stop else " at the end of its budget, on the control suite's seeds above")
                if env_id in ppo else "")
             + f"), fewest env steps to solve **{best_steps}** ({fmt(fastest[1], ',.0f')}). "
             f"Intervals apart from the defaults: final return {apart('final_minus_defaults_ci95')}; env steps "
