@@ -245,6 +245,9 @@ def main() -> None:
                     help="seeds for MountainCar and LunarLander, whose SB3 runs take minutes each (default: --seeds)")
     ap.add_argument("--eval_every", type=int, default=None, help="default: per env (%s)" % EVAL_EVERY)
     ap.add_argument("--stop_after", type=int, default=3, help="stop a run this many evaluations after solving (0: never)")
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                    help="with --merge, re-run these alone and keep the other's rows of the same envs and seeds "
+                    "(ours after a change to our defaults: PPO's runs do not depend on them)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once, each in its own process (2 on a 2-core machine: a seed's two systems side by side)")
     ap.add_argument("--out", type=Path, default=record.default_out("control_vs_sb3"))
@@ -267,7 +270,7 @@ def main() -> None:
     fresh_envs = list(args.envs)
     if args.merge and args.out.exists():  # the other envs' rows, measured by an earlier run (its meta is replaced)
         kept = json.loads(args.out.read_text())
-        rows = [r for r in kept["rows"] if r["env_id"] not in args.envs]
+        rows = [r for r in kept["rows"] if r["env_id"] not in args.envs or r["system"] not in args.systems]
         for r in rows:
             r.setdefault("from_commit", kept["meta"].get("commit"))
         # the suite keeps its order: a re-run env takes its old place, a new one goes last
@@ -275,15 +278,19 @@ def main() -> None:
         thresholds.update(kept["settings"]["thresholds"])
         earlier_seeds = kept["settings"]["seeds"]
         earlier = kept["meta"]
-        head = f"rows of {', '.join(e for e in args.envs if e not in fresh_envs)} from an earlier run: "
+        others = [e for e in args.envs if e not in fresh_envs] + [
+            f"{e} ({s})" for e in fresh_envs for s in SYSTEMS if s not in args.systems]
+        head = f"rows of {', '.join(others)} from an earlier run: "
         # rows the earlier record had itself kept: its note names the run that measured them
         args.earlier_note = earlier["note"] if str(earlier.get("note", "")).startswith(head) else (
             head + f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
-    fresh = [e for e in args.envs if not any(r["env_id"] == e for r in rows)]
-    seeds_of = lambda e: (earlier_seeds[e] if e not in fresh else  # noqa: E731
+    fresh = [e for e in args.envs if not any(r["env_id"] == e and r["system"] in args.systems for r in rows)]
+    # one system re-run beside the other's kept rows: on the seeds of those rows
+    paired = lambda e: e in earlier_seeds and any(r["env_id"] == e for r in rows)  # noqa: E731
+    seeds_of = lambda e: (earlier_seeds[e] if e not in fresh or paired(e) else  # noqa: E731
                           args.long_seeds if args.long_seeds and e in LONG else args.seeds)
     tasks = [(env_id, seed, system) for env_id in fresh for k, seed in enumerate(seeds_of(env_id))
-             for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1])]
+             for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]) if system in args.systems]
 
     def one(task: tuple[str, int, str]) -> dict[str, Any]:
         env_id, seed, system = task

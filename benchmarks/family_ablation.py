@@ -133,7 +133,26 @@ def summarise(runs: list[dict]) -> dict:
             if variant != "defaults" and "defaults" in finals:
                 sm["final_minus_defaults_ci95"] = median_diff_interval(finals[variant], finals["defaults"], rng)
                 sm["env_steps_minus_defaults_ci95"] = median_diff_interval(steps[variant], steps["defaults"], rng)
+    plain_vs_over(runs, out, rng)
     return out
+
+
+def plain_vs_over(runs: list[dict], out: dict, rng: random.Random) -> None:
+    """An arm with options over the env (``Acrobot-v1 --num_generations 8``): its defaults against
+    the plain env arm's defaults, the intervals of the differences in median final return and env
+    steps to solve (what moves an env default)."""
+    for key, variants in out.items():
+        rows = [r for r in runs if r.get("arm", r["env_id"]) == key and r["variant"] == "defaults"]
+        if not rows or not rows[0].get("over") or "defaults" not in variants:
+            continue
+        plain = [r for r in runs if r.get("arm", r["env_id"]) == rows[0]["env_id"] and r["variant"] == "defaults"]
+        if not plain:
+            continue
+        cap = budget(rows[0]["env_id"], rows[0].get("over", {}))
+        final = lambda rs: [r["final_return"] if r["final_return"] is not None else -math.inf for r in rs]  # noqa: E731
+        steps = lambda rs: [r["solved_env_steps"] or cap for r in rs]  # noqa: E731
+        variants["defaults"]["final_minus_env_defaults_ci95"] = median_diff_interval(final(rows), final(plain), rng)
+        variants["defaults"]["env_steps_minus_env_defaults_ci95"] = median_diff_interval(steps(rows), steps(plain), rng)
 
 
 def write(path: Path, doc: dict) -> None:

@@ -183,7 +183,11 @@ def family_ablation() -> tuple[str, list]:
                if env_id in ppo else "")
             + f"), fewest env steps to solve **{best_steps}** ({fmt(fastest[1], ',.0f')}). "
             f"Intervals apart from the defaults: final return {apart('final_minus_defaults_ci95')}; env steps "
-            f"{apart('env_steps_minus_defaults_ci95')}")
+            f"{apart('env_steps_minus_defaults_ci95')}"
+            + (f"; this arm's defaults minus the plain env's: final return "
+               f"{ci(vs['defaults']['final_minus_env_defaults_ci95'], '.1f')}, env steps "
+               f"{ci(vs['defaults']['env_steps_minus_env_defaults_ci95'], ',.0f')}"
+               if "final_minus_env_defaults_ci95" in vs.get("defaults", {}) else ""))
     meta = d["meta"][-1] | {"command": [m["command"] for m in d["meta"]]}
     text = ("## The GRPO family on the control suite\n\n"
             "Each variant is the env recipe's defaults (`grpo_seq.envs.defaults`, `--loss_type bnpo` there) with one "
@@ -207,7 +211,8 @@ def family_ablation() -> tuple[str, list]:
             + table(["env", "variant", "options over the defaults", "solved", "median env steps to solve",
                      "minus the defaults' (95%)", "median seconds to solve", "median final return",
                      "minus the defaults' (95%)", "final at the threshold"], rows)
-            + "\n" + "".join(f"- {v}.\n" for v in verdicts))
+            + "\n" + "".join(f"- {v}.\n" for v in verdicts)
+            + "".join(f"- {env}: {note}.\n" for env, note in d["settings"].get("notes", {}).items()))
     return text, []
 
 
