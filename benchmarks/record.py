@@ -63,11 +63,13 @@ def meta(argv: list[str] | None = None) -> dict:
     argv = sys.argv if argv is None else argv
     return {"command": shlex.join(["python", *argv]),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            # a copy of the tree without .git (another machine) names its commit in BENCH_COMMIT
-            "commit": _git("rev-parse", "HEAD") or os.environ.get("BENCH_COMMIT") or None,
+            # a copy of the tree on another machine names its commit in BENCH_COMMIT: the copy's own
+            # .git (if it has one) may be older than the files beside it, so there is no dirty flag
+            "commit": os.environ.get("BENCH_COMMIT") or _git("rev-parse", "HEAD") or None,
             # uncommitted changes to the code: the records' own files (a run rewrites its record as it
             # goes) are outputs, not what made them
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")),
+            "dirty": None if os.environ.get("BENCH_COMMIT") else
+            bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")),
             "machine": machine()}
 
 

@@ -31,7 +31,8 @@ def test_an_mlp_on_a_gpu_gets_sb3s_advice_and_the_cpu_none():
 
 
 def test_the_accelerator_answers_the_models_device_and_places_nothing():
-    # a model on "meta" stands for one on a device other than the process's accelerate state
+    # "meta" stands for a device other than the process's accelerate state (the CPU here): the
+    # accelerator reports it, and prepare leaves a CPU model where it is (placing would move it there)
     acc = ModelDeviceAccelerator(torch.device("meta"))
-    model = acc.prepare(torch.nn.Linear(2, 2, device="meta"))
-    assert acc.device == torch.device("meta") and next(model.parameters()).device.type == "meta"
+    model = acc.prepare(torch.nn.Linear(2, 2))
+    assert acc.device == torch.device("meta") and next(model.parameters()).device.type == "cpu"
