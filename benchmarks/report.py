@@ -893,8 +893,23 @@ def reasoning_gym_base() -> str:
 
 
 # docs pages holding a generated table between <!-- NAME:start --> and <!-- NAME:end -->
+def sb3_suite_counts() -> str:
+    """The adapted SB3 suite's counts on each side (benchmarks/sb3_suite.py), for docs/guides/sb3.md."""
+    d = load("sb3_suite/result.json")
+    st, c = d["settings"], d["counts"]
+    skipped = sorted({case["why"].split(": ", 1)[-1] for case in d["cases"]["ppo"].values() if case["outcome"] == "skipped"})
+    return ('<!-- skip: next "runs the adapted suite twice" -->\n' + provenance(d["meta"]) + "\n"
+            + f"{c['ppo']['cases']} cases (tensorboard {'installed' if st['tensorboard'] else 'not installed'}, "
+            + f"{'a GPU' if st['cuda'] else 'no GPU'}). SB3's `PPO` passes **{c['ppo']['passed']}** and fails "
+            + f"{c['ppo']['failed']}; our `GRPO` passes **{c['grpo']['passed']}**, fails {c['grpo']['failed']} and is "
+            + f"expected to fail {c['grpo']['xfailed']}. Skipped on the `PPO` side: {c['ppo']['skipped']}"
+            + (f" ({'; '.join(skipped)})" if skipped else "") + f"; on the `GRPO` side: {c['grpo']['skipped']}. "
+            + "Passed by `PPO` and not by `GRPO`: " + ", ".join(f"`{n}`" for n in d["passed_by_ppo_only"]) + ".\n")
+
+
 GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base},
-                DOCS / "guides" / "text_envs.md": {"text_env_before_after": text_env_guide_table}}
+                DOCS / "guides" / "text_envs.md": {"text_env_before_after": text_env_guide_table},
+                DOCS / "guides" / "sb3.md": {"sb3_suite": sb3_suite_counts}}
 
 
 def guide_tables() -> dict[Path, str]:

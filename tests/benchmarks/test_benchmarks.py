@@ -289,3 +289,22 @@ def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path)
 
     text = report.text_env_tables(d)
     assert all(name in text for name in report.TEXT_ENV_CONDITIONS.values()) and text.count("| condition |") == 2
+
+
+def test_sb3_suite_reads_each_cases_outcome_from_junit_xml(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import sb3_suite
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite>'
+        '<testcase classname="tests.sb3_suite.test_sb3_run" name="test_ppo[GRPO]"/>'
+        '<testcase classname="tests.sb3_suite.test_sb3_run" name="test_x"><skipped type="pytest.skip" message="CUDA not available"/></testcase>'
+        '<testcase classname="tests.sb3_suite.test_sb3_identity" name="test_discrete[env1-GRPO]"><skipped type="pytest.xfail" message="slow"/></testcase>'
+        '<testcase classname="tests.sb3_suite.test_sb3_logger" name="test_fps"><failure message="assert 96 &gt;= 100"/></testcase>'
+        '</testsuite></testsuites>')
+    got = {name: case["outcome"] for name, case in sb3_suite.outcomes(junit).items()}
+    assert got == {"test_sb3_run.py::test_ppo[GRPO]": "passed", "test_sb3_run.py::test_x": "skipped",
+                   "test_sb3_identity.py::test_discrete[env1-GRPO]": "xfailed", "test_sb3_logger.py::test_fps": "failed"}
+    # a case is the same case whichever class it ran as
+    assert sb3_suite.same_case("test_discrete[env1-GRPO]") == sb3_suite.same_case("test_discrete[env1-PPO]")
