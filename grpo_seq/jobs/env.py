@@ -40,7 +40,7 @@ from ..evaluation import PolicyEvaluator, eval_stream_seed
 from ..plot import plot_run_if_possible
 from ..policies.mlp import CategoricalMLPPolicy
 from ..record import check_renderer, record_episode
-from ..sampling.env import EnvGroupSampler, check_spaces, env_spec, make_env
+from ..sampling.env import EnvGroupSampler, action_nvec, check_spaces, env_spec, make_env
 from ..sampling.novelty import NoveltyBonus
 from ..serialization import atomic_write_text
 from ..stopping import GracefulStop, checkpoint_on_error
@@ -71,7 +71,7 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     env = make_env(spec.env_id)
     try:
         check_spaces(spec.env_id, env.observation_space, env.action_space)
-        obs_dim, num_actions = env.observation_space.shape[0], int(env.action_space.n)
+        obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
         if spec.obs_center or not scale:
             shift, rolled = rollout_obs_units(env, spec.obs_center, seed=spec.seed)
@@ -82,7 +82,7 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
         raise ConfigError(f"--obs_scale has {len(scale)} numbers; {spec.env_id} observations have {obs_dim} "
                           "dimensions (give one divisor per dimension)")
     return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes), obs_scale=scale,
-                                orthogonal_init=spec.orthogonal_init, obs_shift=shift)
+                                orthogonal_init=spec.orthogonal_init, obs_shift=shift, action_nvec=nvec)
 
 
 def check_budget(spec: EnvJob, episodes: int) -> None:

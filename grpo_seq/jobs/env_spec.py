@@ -24,7 +24,9 @@ class EnvJob(JobSpec, GRPOConfig):
 
     env_id: str = field(
         default="CartPole-v1",
-        metadata={"help": "Any gymnasium env with Discrete actions and a flat Box observation."},
+        metadata={"help": "Any gymnasium env with Discrete, MultiDiscrete or MultiBinary actions (a multi-dimensional "
+                  "action: one categorical per dimension, as Stable-Baselines3's PPO) and Box, Discrete, MultiDiscrete "
+                  "or MultiBinary observations (flattened; discrete ones one-hot)."},
     )
     total_env_steps: int | None = field(
         default=None,

@@ -15,9 +15,10 @@ from ..policies.actor import Actor, make_actor
 from .base import RandomStreams
 from .novelty import NoveltyBonus
 from .snapshot import env_name
+from .spaces import CodecWrapper, SpaceCodec
 from .step_reward import StepRewardFn, apply_step_reward
 
-__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "env_spec", "check_spaces"]
+__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "as_tokens", "action_nvec", "env_spec", "check_spaces"]
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -44,12 +45,30 @@ def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
                       "such as CartPole-v1 (gymnasium.pprint_registry() lists them), or install the env's package")
 
 
-def make_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)``; an unknown id or a missing env package is a :class:`UsageError` naming it."""
+def make_env(env_id: str, tokens: bool = True, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``, seen as the policy sees it (:func:`as_tokens`; ``tokens=False``:
+    as made); an unknown id or a missing env package is a :class:`UsageError` naming it."""
     try:
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
+    return as_tokens(env, env_id) if tokens else env
+
+
+def as_tokens(env: gym.Env, name: str) -> gym.Env:
+    """``env`` itself where its observations are a flat Box and its actions ``Discrete(n)`` from 0,
+    else inside a :class:`~grpo_seq.sampling.spaces.CodecWrapper`: flat float observations (one-hot
+    for discrete ones) and one token per joint action of a ``MultiDiscrete`` or ``MultiBinary``
+    space (``wrapper.codec.action_nvec``: its dimensions, for a factorised policy head). A space
+    neither takes (continuous or composite actions) is a :class:`UsageError` naming it."""
+    codec = SpaceCodec(env.observation_space, env.action_space, name)
+    return env if codec.identity else CodecWrapper(env, codec)
+
+
+def action_nvec(env: gym.Env) -> list[int] | None:
+    """The dimensions of a multi-dimensional action behind :func:`as_tokens` (None: one Discrete)."""
+    codec = getattr(env, "codec", None)
+    return codec.action_nvec if codec is not None else None
 
 
 def check_spaces(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> None:
@@ -67,12 +86,12 @@ def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | Non
     """The fastest vector env for ``env_id``; returns ``(envs, shares_state_by_copy)``. An id
     gymnasium does not know is a :class:`UsageError` naming it."""
     env_kwargs = env_kwargs or {}
-    mode = "vector_entry_point" if env_id in _STATE_COPY_ENVS else "sync"
-    try:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, **env_kwargs)
-    except gym.error.Error as e:
-        raise _refuse_unknown(env_id, e) from None
-    return envs, env_id in _STATE_COPY_ENVS
+    if env_id in _STATE_COPY_ENVS:
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
+        return envs, True
+    make_env(env_id, **env_kwargs).close()  # an unknown id or a space no policy takes, named before n copies
+    wrap = [lambda env: as_tokens(env, env_id)]
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrap, **env_kwargs), False
 
 
 class EnvGroupSampler(RandomStreams):
@@ -156,28 +175,33 @@ class EnvGroupSampler(RandomStreams):
         ])
 
     def _roll_vector(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
-                     rew_buf: np.ndarray, mask_buf: np.ndarray) -> int:
-        """One numpy-vectorised env for every episode; steps all of them until all have ended."""
+                     rew_buf: np.ndarray, mask_buf: np.ndarray, caps: np.ndarray) -> int:
+        """One numpy-vectorised env for every episode; steps all of them until all have ended or
+        reached their cap (``caps``, one per episode)."""
         alive = np.ones(self.num_envs, dtype=bool)
+        ended = np.zeros(self.num_envs, dtype=bool)
         t = 0
         while t < len(act_buf) and alive.any():
             obs_buf[t], mask_buf[t] = obs, alive
             act_buf[t] = actions = act(obs)
             running = alive.copy()
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
-            alive &= ~(terminated | truncated)
+            ended |= running & (terminated | truncated)
+            alive &= ~(terminated | truncated) & (t + 1 < caps)
             rew_buf[t] = np.where(running, reward, 0.0)
             t += 1
         obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
+        self.last_episode_cut = (~ended & (caps < self.max_episode_steps)).tolist()
         return t
 
     def _roll_one_by_one(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
-                         rew_buf: np.ndarray, mask_buf: np.ndarray) -> int:
+                         rew_buf: np.ndarray, mask_buf: np.ndarray, caps: np.ndarray) -> int:
         """One gym env per episode, stepped only while its episode runs. The per-step work is kept
         to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
         as much as the env steps themselves."""
         running = list(range(self.num_envs))
-        lengths = [len(act_buf)] * self.num_envs  # an episode still running at the limit fills the buffer
+        lengths = caps.tolist()  # an episode still running at its cap fills its share of the buffer
+        cut = [False] * self.num_envs
         t = 0
         while t < len(act_buf) and running:
             obs_buf[t] = obs
@@ -191,6 +215,8 @@ class EnvGroupSampler(RandomStreams):
                 obs[i], rew_buf[t, i] = o, r
                 if terminated or truncated:
                     lengths[i] = t + 1
+                elif t + 1 >= caps[i]:
+                    cut[i] = caps[i] < self.max_episode_steps
                 else:
                     still.append(i)
             running = still
@@ -198,6 +224,7 @@ class EnvGroupSampler(RandomStreams):
         # The mask from the lengths once, rather than a fancy-indexed write at every step.
         mask_buf[:t] = np.arange(t)[:, None] < np.asarray(lengths)[None, :]
         obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
+        self.last_episode_cut = cut
         return t
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
@@ -223,16 +250,18 @@ class EnvGroupSampler(RandomStreams):
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
         """One rollout of every episode. Under a :attr:`step_budget` each episode is cut (as truncated)
-        at ``step_budget // num_envs`` steps, so the rollout takes at most the budget."""
-        n, T = self.num_envs, self.episode_cap()
+        at its share of the budget (:meth:`episode_caps`), so the rollout takes at most the budget;
+        ``last_episode_cut`` says which episodes were cut so."""
+        n, caps = self.num_envs, self.episode_caps()
+        T = int(caps.max())
         obs_buf = np.zeros((T + 1, n, self.obs_dim), dtype=np.float32)  # row t + 1: step t's next state
         act_buf = np.zeros((T, n), dtype=np.int64)
         rew_buf = np.zeros((T, n), dtype=np.float32)
         mask_buf = np.zeros((T, n), dtype=bool)
         obs = self._reset()
         act = make_actor(policy, self.action_rng, self.torch_gen)
-        t = self._roll_vector(act, obs, obs_buf, act_buf, rew_buf, mask_buf) if self._vector else \
-            self._roll_one_by_one(act, obs, obs_buf, act_buf, rew_buf, mask_buf)
+        roll = self._roll_vector if self._vector else self._roll_one_by_one
+        t = roll(act, obs, obs_buf, act_buf, rew_buf, mask_buf, caps)
         self._check_finite(obs_buf[:t], rew_buf[:t])
         self.last_episode_returns = rew_buf[:t].sum(0).tolist()
         self.last_episode_lengths = mask_buf[:t].sum(0).tolist()
@@ -254,13 +283,17 @@ class EnvGroupSampler(RandomStreams):
             metrics={"reward/env_return": float(np.mean(self.last_episode_returns))},
         )
 
-    def episode_cap(self) -> int:
-        """The steps an episode of the next rollout may take: the time limit, or less under a budget."""
+    def episode_caps(self) -> np.ndarray:
+        """The steps each episode of the next rollout may take: the time limit, or under a budget
+        of ``B`` env steps for ``n`` episodes ``B // n``, with the first ``B % n`` episodes one step
+        more, so that a cut rollout takes the whole budget (100 steps for 8 episodes: 13 x 4 + 12 x 4)."""
+        n = self.num_envs
         if self.step_budget is None:
-            return self.max_episode_steps
-        if self.step_budget < self.num_envs:
-            raise ValueError(f"a step budget of {self.step_budget} env steps cannot hold {self.num_envs} episodes")
-        return min(self.max_episode_steps, self.step_budget // self.num_envs)
+            return np.full(n, self.max_episode_steps)
+        if self.step_budget < n:
+            raise ValueError(f"a step budget of {self.step_budget} env steps cannot hold {n} episodes")
+        share = self.step_budget // n + (np.arange(n) < self.step_budget % n)
+        return np.minimum(self.max_episode_steps, share)
 
     def _user_rewards(self, obs_buf: np.ndarray, act_buf: np.ndarray, mask: np.ndarray, t: int) -> np.ndarray:
         """``reward_fn``'s rewards ``(t, n)`` on every real step, in one call; 0 after an episode's end."""

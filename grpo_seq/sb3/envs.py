@@ -18,7 +18,7 @@ import gymnasium as gym
 from ..errors import UsageError
 from ..sampling.env import make_env
 from ..sampling.snapshot import env_name
-from .spaces import CodecWrapper, SpaceCodec
+from ..sampling.spaces import CodecWrapper, SpaceCodec
 
 __all__ = ["EnvSource", "resolve_env", "as_vec_env"]
 
@@ -47,7 +47,7 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
     if spec is not None and _only_plain_wrappers(env):
         kwargs = dict(spec.kwargs)
         limit = spec.max_episode_steps
-        return spec.id, lambda: make_env(spec.id, max_episode_steps=limit, **kwargs)
+        return spec.id, lambda: make_env(spec.id, tokens=False, max_episode_steps=limit, **kwargs)
     if spec is not None:
         try:
             gym.make(spec).close()
@@ -78,7 +78,7 @@ def resolve_env(env: Any) -> EnvSource:
     """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv``."""
     vec_env, n_envs = None, 1
     if isinstance(env, str):
-        env = make_env(env)
+        env = make_env(env, tokens=False)
     elif hasattr(env, "num_envs") and hasattr(env, "step_async"):  # an SB3 VecEnv
         vec_env, n_envs = env, int(env.num_envs)
         envs = getattr(env, "envs", None)
@@ -106,7 +106,7 @@ def _from_spec(spec: Any) -> gym.Env:
     try:
         return gym.make(spec)
     except Exception:  # a wrapper whose arguments were not recorded, such as Monitor
-        return make_env(spec.id, max_episode_steps=spec.max_episode_steps, **spec.kwargs)
+        return make_env(spec.id, tokens=False, max_episode_steps=spec.max_episode_steps, **spec.kwargs)
 
 
 def as_vec_env(source: EnvSource) -> Any:

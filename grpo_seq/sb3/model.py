@@ -31,7 +31,7 @@ from .envs import EnvSource, as_vec_env, resolve_env
 from .logger import Logger, tensorboard_run_dir
 from .persistence import Persistence
 from .policy import GRPOPolicy, sb3_device
-from .spaces import CodecWrapper
+from ..sampling.spaces import CodecWrapper
 
 __all__ = ["GRPO"]
 
@@ -98,7 +98,7 @@ class GRPO(Persistence):
     | ``policy="MlpPolicy"`` | :class:`grpo_seq.sb3.policy.GRPOPolicy`, SB3's policy interface without the value head (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
     | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
     | ``learning_rate`` (float or schedule) | ``learning_rate``; a float is a fixed rate, as in SB3 (``lr_schedule="linear"`` decays it to 0 over ``learn``; no rate given: the env program's rate and linear decay); a schedule ``f(progress_remaining)`` is followed as given |
-    | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1 |
+    | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1; where one group of the env family's G episodes would not fit, G shrinks to the episodes that do (at least 2; not a ``group_size`` given) |
     | ``batch_size`` | minibatches per update = steps per update / ``batch_size``, as a divisor of the outputs (episodes) |
     | ``n_epochs`` | ``mu``: update passes per batch |
     | ``clip_range`` (float or schedule) | ``epsilon`` (a schedule is followed as given) |
@@ -397,8 +397,8 @@ class GRPO(Persistence):
         new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps
         self._sampler_total = self.num_timesteps + new
         cut = self._budget_cut(sampler)
-        for r, n in zip(sampler.last_episode_returns, sampler.last_episode_lengths):
-            if n not in cut:
+        for r, n, was_cut in zip(sampler.last_episode_returns, sampler.last_episode_lengths, cut):
+            if not was_cut:
                 self.ep_info_buffer.append({"r": float(r), "l": int(n), "t": round(time.perf_counter(), 6)})
         for env in getattr(sampler, "env_list", ()):
             if isinstance(env, CodecWrapper):
@@ -410,10 +410,10 @@ class GRPO(Persistence):
         return metrics, new
 
     @staticmethod
-    def _budget_cut(sampler: Any) -> set[int]:
-        """Episode lengths that mean "cut short by learn's budget", not ended (SB3 would go on with them)."""
-        cap = sampler.episode_cap() if hasattr(sampler, "episode_cap") else None
-        return {cap} if cap is not None and cap < getattr(sampler, "max_episode_steps", cap) else set()
+    def _budget_cut(sampler: Any) -> list[bool]:
+        """Per episode of the last rollout: cut short by learn's budget rather than ended (SB3 would
+        go on with it)."""
+        return list(getattr(sampler, "last_episode_cut", None) or [False] * len(sampler.last_episode_lengths))
 
     def _replay_steps(self, cb: Any, new: int) -> bool:
         """SB3's ``on_step`` calls for ``new`` env steps, each after ``update_locals`` with the
@@ -435,10 +435,10 @@ class GRPO(Persistence):
         if batch is None or self.group_mode != "episodes" or int(batch.mask.sum()) != new:
             return None
         mask = batch.mask.numpy().copy()
-        lengths, cut = mask.sum(1), self._budget_cut(sampler)
-        returns = [r if n not in cut else float("nan") for r, n in zip(sampler.last_episode_returns, lengths)]
+        cut = self._budget_cut(sampler)
+        returns = [float("nan") if c else r for r, c in zip(sampler.last_episode_returns, cut)]
         return rollout_locals(batch.context.numpy(), mask, batch.step_rewards.numpy(), batch.tokens.numpy(),
-                              self.n_envs, self._source.codec, returns, [n in cut for n in lengths])
+                              self.n_envs, self._source.codec, returns, cut)
 
     def _progress_bar(self, show: bool, total: int) -> Any:
         if not show:

@@ -15,7 +15,7 @@ from gymnasium import spaces as gym_spaces
 from ..policies.mlp import CategoricalMLPPolicy
 from . import arguments, saving
 from .policy import GRPOPolicy
-from .spaces import space_to_json
+from ..sampling.spaces import space_to_json
 
 __all__ = ["Persistence", "DATA_KEYS"]
 

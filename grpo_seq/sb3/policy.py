@@ -3,7 +3,7 @@
 An SB3 ``ActorCriticPolicy`` without the value head: ``predict`` (SB3's shapes and checks),
 ``device``, ``net_arch``, ``observation_space``, ``action_space``, ``set_training_mode``,
 ``obs_to_tensor``, ``save``/``load`` (safetensors and JSON, no pickle), and the policy's
-``state_dict``. Observations and actions go through a :class:`grpo_seq.sb3.spaces.SpaceCodec`.
+``state_dict``. Observations and actions go through a :class:`grpo_seq.sampling.spaces.SpaceCodec`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from safetensors.torch import save as save_tensors
 
 from ..policies.mlp import CategoricalMLPPolicy
 from ..serialization import atomic_file
-from .spaces import SpaceCodec, space_from_json, space_to_json
+from ..sampling.spaces import SpaceCodec, space_from_json, space_to_json
 
 __all__ = ["GRPOPolicy"]
 

@@ -92,11 +92,11 @@ def _check_budget(options: Mapping[str, Any], name: str, shown: str, most: int) 
 
 
 def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
-    """A registered gymnasium env with discrete actions and flat observations (an import path
+    """A registered gymnasium env with discrete actions (or MultiDiscrete, MultiBinary) (an import path
     ``module:Env`` would import code named by the request: refused), and a budget within bounds."""
     import gymnasium as gym
 
-    from ..sampling.env import check_spaces
+    from ..sampling.env import as_tokens
 
     env_id = options.setdefault("env_id", "CartPole-v1")
     if not isinstance(env_id, str) or ":" in env_id or env_id not in gym.registry:
@@ -107,7 +107,7 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
     except Exception as e:  # a registered env whose dependency is missing (Box2D, MuJoCo)
         raise RequestError(400, f"env_name {env_id!r}: cannot be made here ({' '.join(str(e).split())})") from None
     try:
-        check_spaces(env_id, env.observation_space, env.action_space)
+        as_tokens(env, env_id)
     except UsageError as e:
         raise RequestError(400, f"env_name {env_id!r}: {e}") from None
     finally:

@@ -170,7 +170,7 @@ def test_a_tilde_in_output_dir_is_the_home_folder(run_main, cartpole, tmp_path, 
 
 @pytest.mark.parametrize("env_id, named", [
     ("NoSuchEnv-v3", "--env_id NoSuchEnv-v3: gymnasium cannot make it (NameNotFound"),
-    ("Pendulum-v1", "Pendulum-v1: actions must be Discrete to be tokens, got Box(-2.0, 2.0, (1,), float32)"),
+    ("Pendulum-v1", "Pendulum-v1: actions must be Discrete, MultiDiscrete or MultiBinary to be tokens, got Box(-2.0, 2.0, (1,), float32)"),
 ])
 def test_an_unknown_or_continuous_env_is_one_line(run_main, cartpole, tmp_path, env_id, named):
     res = run_main(cartpole, [*TINY, "--env_id", env_id, "--output_dir", str(tmp_path / "run")])

@@ -31,7 +31,7 @@ def test_a_spec_round_trips_through_json_and_yaml(tmp_path, spec, suffix):
 def test_an_env_spec_fills_its_env_familys_defaults_once_built():
     cartpole, acrobot = EnvJob(env_id="CartPole-v1"), EnvJob(env_id="Acrobot-v1")
     assert (cartpole.num_generations, cartpole.learning_rate, cartpole.total_env_steps) == (2, 2e-2, 50_000)
-    assert (acrobot.num_generations, acrobot.learning_rate, acrobot.total_env_steps) == (4, 5e-3, 200_000)
+    assert (acrobot.num_generations, acrobot.learning_rate, acrobot.total_env_steps) == (8, 5e-3, 200_000)
     # a value given wins over the family's, and the filled spec reads back as the same spec
     assert EnvJob(env_id="Acrobot-v1", num_generations=6).num_generations == 6
     assert spec_from_dict(spec_to_dict(acrobot)) == acrobot

@@ -63,6 +63,22 @@ def test_batch_layout_and_env_step_count():
     assert sampler.env_steps == int(batch.mask.sum())
 
 
+@pytest.mark.parametrize("env_id,groups,G", [("CartPole-v1", 2, 4), ("Acrobot-v1", 1, 8)])  # vectorised; one env each
+def test_a_step_budget_is_spread_over_the_episodes_and_the_cut_ones_are_named(env_id, groups, G):
+    # 30 steps for 8 episodes: 30 // 8 = 3 each, and the first 30 % 8 = 6 one more: 4 x 6 + 3 x 2 = 30.
+    # A random policy keeps every episode going that long (CartPole falls after 8 steps at the soonest).
+    sampler = EnvGroupSampler(env_id, groups, G, seed=0)
+    sampler.step_budget = 30
+    assert sampler.episode_caps().tolist() == [4] * 6 + [3] * 2
+    torch.manual_seed(0)
+    batch = sampler.sample(CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions))
+    assert batch.lengths().tolist() == [4] * 6 + [3] * 2 and sampler.env_steps == 30
+    assert sampler.last_episode_cut == [True] * 8
+    sampler.step_budget = None  # no budget: each episode runs to its own end, none is cut
+    sampler.sample(CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions))
+    assert sampler.last_episode_cut == [False] * 8
+
+
 def test_same_seed_same_rollouts_and_new_states_each_call():
     _, a = _sample(seed=3)
     _, b = _sample(seed=3)

@@ -78,6 +78,18 @@ def test_ppo_only_arguments_warned_unknown_refused():
     assert model.config.ent_coef == 0.01  # SB3's entropy bonus is ours, not a PPO-only argument
 
 
+def test_a_rollout_too_small_for_the_familys_group_shrinks_g_to_the_episodes_it_holds():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    # Acrobot's family takes G = 8 episodes per start state; 2 envs x 256 steps hold 512 steps,
+    # which is 5 episodes of at most 100 steps: G = 5, one group (SB3's own callback test).
+    envs = make_vec_env("Acrobot-v1", n_envs=2, seed=0, env_kwargs=dict(max_episode_steps=100))
+    assert GRPO("MlpPolicy", envs, n_steps=256, seed=0).config.num_generations == 5
+    assert GRPO("MlpPolicy", envs, n_steps=2048, seed=0).config.num_generations == 8  # 4,096 steps hold 8
+    assert GRPO("MlpPolicy", envs, n_steps=256, group_size=8, seed=0).config.num_generations == 8  # asked for
+    assert GRPO("MlpPolicy", envs, n_steps=16, seed=0).config.num_generations == 2  # never under a pair
+
+
 def test_policy_kwargs_map_to_the_mlp():
     model = GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_arch=[32], activation_fn=torch.nn.ReLU), seed=0)
     assert model.policy.init_kwargs["hidden_sizes"] == [32] and model.policy.init_kwargs["activation"] == "relu"
@@ -180,7 +192,7 @@ def test_mountaincar_gets_centred_observations_and_its_entropy_bonus():
 
 
 def test_discrete_observations_are_one_hot_and_joint_actions_decode():
-    from grpo_seq.sb3.spaces import SpaceCodec
+    from grpo_seq.sampling.spaces import SpaceCodec
 
     codec = SpaceCodec(gym.spaces.Discrete(3), gym.spaces.MultiDiscrete([2, 3]))
     assert codec.obs_dim == 3 and codec.num_actions == 6  # 2 x 3 joint actions

@@ -1,5 +1,6 @@
 """The spaces Stable-Baselines3's PPO takes, as the flat observations and token actions of a
-categorical MLP policy.
+categorical MLP policy: the env job sees every env through it (``sampling.env.as_tokens``), and the
+SB3 door the user's own.
 
 Observations: a ``Box`` of any shape is flattened; ``Discrete(n)`` is one-hot encoded (as SB3
 does), ``MultiDiscrete`` one one-hot per dimension, ``MultiBinary`` as 0/1 floats. Actions:
