@@ -203,7 +203,8 @@ def process_advantages(step_rewards_t: Tensor, mask_t: Tensor) -> Tensor:
 
 
 def stepwise_return_advantages(
-    step_rewards_t: Tensor, mask_t: Tensor, gamma: float = 1.0, scale_by_std: bool = True, absorb_ended: bool = False
+    step_rewards_t: Tensor, mask_t: Tensor, gamma: float = 1.0, scale_by_std: bool = True, absorb_ended: bool = False,
+    level: str = "group",
 ) -> Tensor:
     """Per-step advantages that compare group members at the same step index.
 
@@ -230,6 +231,13 @@ def stepwise_return_advantages(
         scale_by_std: divide by the per-step std (Bessel-corrected); ``False`` only centres.
         absorb_ended: compare at step t every member of a group in which anyone is still running,
             an ended member with ``R_it = 0``.
+        level: with ``scale_by_std``, ``group``: each group's std at each step, as above;
+            ``batch``: one std of every centred return-to-go compared in the batch,
+            ``sigma = sqrt(sum c_it^2 / (N - 1))`` over its N compared steps (the centring keeps
+            their mean at 0), as PPO normalises its advantages over a batch (PPO Lite, arXiv
+            2508.08221). Differences keep their sizes relative to one another: a step whose
+            members differ only by a reward far in the discounted future no longer weighs as
+            much as one whose members differ now.
 
     Returns:
         ``(num_groups, G, T)`` advantages, 0 on masked-out steps.
@@ -244,10 +252,14 @@ def stepwise_return_advantages(
     mean = (ret_t * cmp_t).sum(dim=1, keepdim=True) / n.clamp(min=1)
     centred_t = (ret_t - mean) * cmp_t
     flat = all_equal(ret_t, cmp_t, 1)  # also True where fewer than two members are compared
-    if scale_by_std:
+    centred_t = torch.where(flat, torch.zeros_like(centred_t), centred_t)
+    if scale_by_std and level == "batch":
+        std = ((centred_t**2).sum() / (cmp_t.sum() - 1).clamp(min=1)).sqrt()
+        centred_t = centred_t / (std if std > 0 else 1.0)
+    elif scale_by_std:
         std = ((centred_t**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
         centred_t = centred_t / torch.where(flat, torch.ones_like(std), std)
-    return torch.where(flat, torch.zeros_like(centred_t), centred_t) * mask_t
+    return centred_t * mask_t
 
 
 def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
@@ -278,7 +290,8 @@ def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weigh
     if config.advantage == "process":
         adv_t = process_advantages(r_t, m_t)
     else:
-        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards, config.absorb_ended)
+        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards, config.absorb_ended,
+                                           getattr(config, "scale_rewards_level", "group"))
     adv_t = adv_t.reshape(batch.batch_size, -1)
     if batch.step_index is not None:  # each token gets its step's advantage
         keep = mask.bool() & (batch.step_index >= 0)

@@ -146,8 +146,9 @@ class GRPOConfig:
     vespo_lambda_neg: float = field(default=2.0, metadata={"help": "loss_type=vespo: decay lambda where A < 0."})
     scale_rewards_level: str = field(
         default="group",
-        metadata={"help": "With scale_rewards: divide by the std of each group's rewards (group), or of the whole "
-                  "batch's on this process (batch: PPO Lite, TRL's scale_rewards='batch'); centring stays per group."},
+        metadata={"help": "With scale_rewards: divide by the std of each group's rewards (group; step-wise: at each "
+                  "step), or of the whole batch's on this process (batch: PPO Lite, TRL's scale_rewards='batch'; "
+                  "step-wise: of every centred return-to-go); centring stays per group."},
     )
     multi_objective_aggregation: str = field(
         default="sum_then_normalize",
@@ -370,9 +371,12 @@ class GRPOConfig:
             self._fail("kl_in_reward", "needs beta > 0 (the KL's weight in the reward)")
         if self.kl_in_reward and self.multi_objective_aggregation != "sum_then_normalize":
             self._fail("kl_in_reward", "penalises the summed reward; it needs multi_objective_aggregation=sum_then_normalize")
-        for name, value in (("scale_rewards_level", "batch"), ("multi_objective_aggregation", "normalize_then_sum")):
-            if getattr(self, name) == value and self.advantage != "outcome":
-                self._fail(name, f"{value} normalises outcome rewards; it needs advantage=outcome")
+        if self.scale_rewards_level == "batch" and self.advantage == "process":
+            self._fail("scale_rewards_level", "batch normalises outcome rewards or returns-to-go; it needs "
+                       "advantage=outcome or stepwise")
+        if self.multi_objective_aggregation == "normalize_then_sum" and self.advantage != "outcome":
+            self._fail("multi_objective_aggregation", "normalize_then_sum normalises outcome rewards; it needs "
+                       "advantage=outcome")
         if not 0 < self.ref_model_mixup_alpha <= 1:
             self._fail("ref_model_mixup_alpha", "must be in (0, 1]")
         if self.ref_model_sync_steps < 1:

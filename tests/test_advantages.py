@@ -76,6 +76,24 @@ def test_stepwise_return_advantages_hand_computed():
     torch.testing.assert_close(stepwise_return_advantages(r, m), expected)
 
 
+def test_stepwise_batch_level_divides_by_one_std_of_every_compared_step():
+    # The episodes above: centred returns-to-go at t = 0 are [1, 0, -1] (mean 2), at t = 1
+    # [.5, -.5] (mean 1.5); t = 2 has m0 alone, flat -> 0. Compared steps N = 3 + 2 + 1 = 6,
+    # sum of squares 1 + 0 + 1 + .25 + .25 + 0 = 2.5 -> sigma = sqrt(2.5 / 5) = sqrt(.5).
+    # Each step's differences keep their size: t = 1's half-steps stay half of t = 0's.
+    r = torch.ones(1, 3, 3)
+    m = torch.tensor([[[1, 1, 1], [1, 1, 0], [1, 0, 0]]], dtype=torch.bool)
+    s = math.sqrt(0.5)
+    expected = torch.tensor([[[1 / s, 0.5 / s, 0.0], [0.0, -0.5 / s, 0.0], [-1 / s, 0.0, 0.0]]])
+    torch.testing.assert_close(stepwise_return_advantages(r, m, level="batch"), expected)
+    # a second group joins the batch's std and nothing else: a group of equal members stays 0
+    r2, m2 = torch.cat([r, torch.ones(1, 3, 3)]), torch.cat([m, torch.ones(1, 3, 3, dtype=torch.bool)])
+    # N = 6 + 9 = 15, the same sum of squares 2.5 -> sigma = sqrt(2.5 / 14)
+    a = stepwise_return_advantages(r2, m2, level="batch")
+    torch.testing.assert_close(a[0], expected[0] * s / math.sqrt(2.5 / 14))
+    assert (a[1] == 0).all()
+
+
 def test_stepwise_absorb_ended_compares_the_survivors_with_the_ended_at_zero():
     # The same three episodes as above, an ended member counting with return-to-go 0.
     # t = 0: unchanged, [1, 0, -1]
