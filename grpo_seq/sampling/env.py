@@ -109,7 +109,10 @@ class EnvGroupSampler(RandomStreams):
     with its group's seed, and only the episodes still running are stepped.
 
     ``env_fn`` (instead of ``env_id``): makes each episode's env, for an env that is not
-    registered or carries the caller's wrappers. ``reward_fn(state, action, next_state)``:
+    registered or carries the caller's wrappers. ``env_objects`` (instead of both): the caller's
+    own envs, stepped in place; the episodes run in waves of ``len(env_objects)``, one episode
+    per object at a time, each reset with its group's seed, so that an env whose episodes depend
+    on the ones it has run before (a curriculum, a counter) sees them in order. ``reward_fn(state, action, next_state)``:
     per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     ``bonus``: an exploration bonus added to each step's training reward, e.g. a
@@ -128,6 +131,7 @@ class EnvGroupSampler(RandomStreams):
         env_fn: Callable[[], gym.Env] | None = None,
         reward_fn: StepRewardFn | None = None,
         bonus: NoveltyBonus | None = None,
+        env_objects: list[gym.Env] | None = None,
     ):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
@@ -136,13 +140,16 @@ class EnvGroupSampler(RandomStreams):
         self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
         self.num_envs = num_groups * group_size
         self.reward_fn, self.bonus = reward_fn, bonus
-        self._vector = env_fn is None and env_id in _STATE_COPY_ENVS and self.num_envs >= _VECTOR_MIN_ENVS
+        self._vector = env_fn is None and not env_objects and env_id in _STATE_COPY_ENVS \
+            and self.num_envs >= _VECTOR_MIN_ENVS
+        self._wave = min(len(env_objects), self.num_envs) if env_objects else self.num_envs
         if self._vector:
             self.envs, _ = make_vector_env(env_id, self.num_envs, env_kwargs)
             obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
             spec = self.envs.spec
         else:
-            self.env_list = [env_fn() if env_fn else make_env(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
+            self.env_list = list(env_objects[: self._wave]) if env_objects else \
+                [env_fn() if env_fn else make_env(env_id, **(env_kwargs or {})) for _ in range(self.num_envs)]
             obs_space, act_space = self.env_list[0].observation_space, self.env_list[0].action_space
             spec = self.env_list[0].spec
             self.env_id = env_id = env_id or env_name(self.env_list[0])
@@ -160,18 +167,19 @@ class EnvGroupSampler(RandomStreams):
         # left of its budget, so that a run never overruns --total_env_steps by a step's worth.
         self.step_budget: int | None = None
 
-    def _reset(self) -> np.ndarray:
+    def _reset_vector(self) -> np.ndarray:
         G = self.group_size
-        if self._vector:
-            self.envs.reset(seed=int(self.rng.integers(2**31 - 1)))
-            state = self.envs.unwrapped.state  # (state_dim, num_envs)
-            first = state[:, ::G]
-            state[:] = np.repeat(first, G, axis=1)
-            return state.T.astype(np.float32)
-        group_seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
+        self.envs.reset(seed=int(self.rng.integers(2**31 - 1)))
+        state = self.envs.unwrapped.state  # (state_dim, num_envs)
+        first = state[:, ::G]
+        state[:] = np.repeat(first, G, axis=1)
+        return state.T.astype(np.float32)
+
+    def _reset(self, group_seeds: np.ndarray, episodes: range) -> np.ndarray:
+        """Reset the envs of ``episodes`` (the k-th of them on ``env_list[k]``), each with its group's seed."""
         return np.stack([
-            np.asarray(env.reset(seed=int(group_seeds[i // G]))[0], dtype=np.float32)
-            for i, env in enumerate(self.env_list)
+            np.asarray(self.env_list[k].reset(seed=int(group_seeds[i // self.group_size]))[0], dtype=np.float32)
+            for k, i in enumerate(episodes)
         ])
 
     def _roll_vector(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
@@ -191,7 +199,7 @@ class EnvGroupSampler(RandomStreams):
             rew_buf[t] = np.where(running, reward, 0.0)
             t += 1
         obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
-        self.last_episode_cut = (~ended & (caps < self.max_episode_steps)).tolist()
+        self.last_episode_cut += (~ended & (caps < self.max_episode_steps)).tolist()
         return t
 
     def _roll_one_by_one(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
@@ -199,9 +207,9 @@ class EnvGroupSampler(RandomStreams):
         """One gym env per episode, stepped only while its episode runs. The per-step work is kept
         to the env calls and one actor call: with 2 episodes the bookkeeping around them cost
         as much as the env steps themselves."""
-        running = list(range(self.num_envs))
+        running = list(range(len(caps)))
         lengths = caps.tolist()  # an episode still running at its cap fills its share of the buffer
-        cut = [False] * self.num_envs
+        cut = [False] * len(caps)
         t = 0
         while t < len(act_buf) and running:
             obs_buf[t] = obs
@@ -224,7 +232,20 @@ class EnvGroupSampler(RandomStreams):
         # The mask from the lengths once, rather than a fancy-indexed write at every step.
         mask_buf[:t] = np.arange(t)[:, None] < np.asarray(lengths)[None, :]
         obs_buf[t] = obs  # the last next-observation (a reward_fn's next_state)
-        self.last_episode_cut = cut
+        self.last_episode_cut += cut
+        return t
+
+    def _roll_waves(self, act: Actor, obs_buf: np.ndarray, act_buf: np.ndarray, rew_buf: np.ndarray,
+                    mask_buf: np.ndarray, caps: np.ndarray) -> int:
+        """Every episode, ``len(env_list)`` at a time (all at once unless the envs are the caller's
+        own objects); returns the most steps any took. Each wave writes its own columns of the buffers."""
+        group_seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
+        t = 0
+        for a in range(0, self.num_envs, self._wave):
+            cols = slice(a, min(a + self._wave, self.num_envs))
+            obs = self._reset(group_seeds, range(cols.start, cols.stop))
+            t = max(t, self._roll_one_by_one(act, obs, obs_buf[:, cols], act_buf[:, cols], rew_buf[:, cols],
+                                             mask_buf[:, cols], caps[cols]))
         return t
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
@@ -258,10 +279,12 @@ class EnvGroupSampler(RandomStreams):
         act_buf = np.zeros((T, n), dtype=np.int64)
         rew_buf = np.zeros((T, n), dtype=np.float32)
         mask_buf = np.zeros((T, n), dtype=bool)
-        obs = self._reset()
         act = make_actor(policy, self.action_rng, self.torch_gen)
-        roll = self._roll_vector if self._vector else self._roll_one_by_one
-        t = roll(act, obs, obs_buf, act_buf, rew_buf, mask_buf, caps)
+        self.last_episode_cut = []
+        if self._vector:
+            t = self._roll_vector(act, self._reset_vector(), obs_buf, act_buf, rew_buf, mask_buf, caps)
+        else:
+            t = self._roll_waves(act, obs_buf, act_buf, rew_buf, mask_buf, caps)
         self._check_finite(obs_buf[:t], rew_buf[:t])
         self.last_episode_returns = rew_buf[:t].sum(0).tolist()
         self.last_episode_lengths = mask_buf[:t].sum(0).tolist()

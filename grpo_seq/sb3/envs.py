@@ -1,10 +1,14 @@
-"""What ``GRPO(policy, env)`` accepts as ``env``, and the fresh copies the group sampler needs.
+"""What ``GRPO(policy, env)`` accepts as ``env``, and the envs the group sampler steps.
 
-The members of a group must start from the same state, so the sampler resets its own copies
-of the env with a shared seed; it cannot step the user's env object. The copies come from the
-env's registration (``gym.make(spec.id, **spec.kwargs)``) when the user added no wrappers (or
-only SB3's ``Monitor``), from ``gym.make(env.spec)`` (which re-applies recorded wrappers), or else
-from ``copy.deepcopy(env)``; an env none of these can copy is refused by name.
+The members of a group start from the same state: each is reset with the group's seed. A
+registered env the user added no wrappers to (or only SB3's ``Monitor``) runs on fresh copies
+from its registration (``gym.make(spec.id, **spec.kwargs)``), all of a rollout's episodes at once
+(CartPole's numpy-vectorised env among them); one with recorded wrappers on copies from
+``gym.make(env.spec)``. Any other env is the user's own objects (a ``DummyVecEnv``'s envs), stepped
+in place one episode after another on each, so an env whose episodes depend on the ones it has run
+(a curriculum, a success counter) sees them in order, as under PPO. Its ``copy.deepcopy`` is
+still what ``group_mode="alternatives"`` snapshots from; an env that cannot be deep-copied is
+refused by name.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class EnvSource:
     vec_env: Any = None  # the user's VecEnv, returned by get_env()
     codec: SpaceCodec | None = None  # the env's spaces as the policy's flat observations and tokens
     time_limit: int | None = None  # the registered time limit, where there is one
+    objects: list[gym.Env] | None = None  # the user's own envs, stepped in place (no id, no recorded wrappers)
 
 
 def _only_plain_wrappers(env: gym.Env) -> bool:
@@ -42,16 +47,17 @@ def _only_plain_wrappers(env: gym.Env) -> bool:
     return spec is not None and set(extra) <= {"Monitor"}
 
 
-def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
+def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env], bool]:
+    """A registered id (or None), how to make a fresh env, and whether that is a deep copy."""
     spec = env.spec
     if spec is not None and _only_plain_wrappers(env):
         kwargs = dict(spec.kwargs)
         limit = spec.max_episode_steps
-        return spec.id, lambda: make_env(spec.id, tokens=False, max_episode_steps=limit, **kwargs)
+        return spec.id, lambda: make_env(spec.id, tokens=False, max_episode_steps=limit, **kwargs), False
     if spec is not None:
         try:
             gym.make(spec).close()
-            return None, lambda: gym.make(spec)
+            return None, lambda: gym.make(spec), False
         except Exception:  # a wrapper whose arguments were not recorded: try a copy instead
             pass
     env = _without_monitor(env)
@@ -63,7 +69,7 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env]]:
             f"but it is neither registered (env.spec) nor deep-copyable ({type(e).__name__}: {e}); register it with "
             "gymnasium.register, or pass its id"
         ) from e
-    return None, lambda: copy.deepcopy(env)
+    return None, lambda: copy.deepcopy(env), True
 
 
 def _without_monitor(env: gym.Env) -> gym.Env:
@@ -90,12 +96,17 @@ def resolve_env(env: Any) -> EnvSource:
         raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
                          f"{type(env).__name__}")
     codec = SpaceCodec(env.observation_space, env.action_space, env_name(env))
-    env_id, make = _maker(env)
-    if not codec.identity:  # the sampler's copies see flat observations and token actions
+    env_id, make, copied = _maker(env)
+    objects = None
+    if copied:  # no registration makes it again: step the user's own objects rather than copies
+        objects = [_without_monitor(e) for e in (getattr(vec_env, "envs", None) or [env])]
+    if not codec.identity:  # the sampler's envs see flat observations and token actions
         env_id, plain = None, make
         make = lambda: CodecWrapper(plain(), codec)  # noqa: E731
+        objects = [CodecWrapper(e, codec) for e in objects] if objects else None
     limit = env.spec.max_episode_steps if env.spec is not None else None
-    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit)
+    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit,
+                     objects=objects)
 
 
 def _from_spec(spec: Any) -> gym.Env:

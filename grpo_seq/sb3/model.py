@@ -285,7 +285,7 @@ class GRPO(Persistence):
         return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
                                max_episode_steps=self._episode_limit(source),
                                env_fn=None if source.env_id else source.make, reward_fn=self.reward_function,
-                               bonus=self._bonus(source))
+                               bonus=self._bonus(source), env_objects=source.objects)
 
     def _bonus(self, source: EnvSource) -> NoveltyBonus | None:
         """The spec's tie-breaking exploration bonus (the env family's default: none for CartPole or

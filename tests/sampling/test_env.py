@@ -79,6 +79,34 @@ def test_a_step_budget_is_spread_over_the_episodes_and_the_cut_ones_are_named(en
     assert sampler.last_episode_cut == [False] * 8
 
 
+class _Counting(gym.Wrapper):
+    """Counts the episodes this one object has started."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.starts = []
+
+    def reset(self, **kw):
+        obs, info = self.env.reset(**kw)
+        self.starts.append(obs)
+        return obs, info
+
+
+def test_the_callers_own_env_objects_run_every_episode_in_waves_in_place():
+    # 2 groups of 3 on 2 objects: 3 waves of 2 episodes; each object starts 3 episodes, in order
+    envs = [_Counting(gym.make("Acrobot-v1", max_episode_steps=20)) for _ in range(2)]
+    sampler = EnvGroupSampler("", 2, 3, seed=0, env_objects=envs)
+    torch.manual_seed(0)
+    batch = sampler.sample(CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions))
+    assert [len(e.starts) for e in envs] == [3, 3] and sampler.env_id == "Acrobot-v1"
+    # episode i ran on object i % 2, in wave i // 2; the members of a group share the start state
+    for i in range(6):
+        np.testing.assert_allclose(batch.context[i, 0].numpy(), envs[i % 2].starts[i // 2], rtol=1e-6)
+    start = batch.context[:, 0].reshape(2, 3, -1)
+    assert torch.equal(start[0], start[0, :1].expand(3, -1)) and not torch.equal(start[0, 0], start[1, 0])
+    assert batch.lengths().tolist() == [20] * 6 and sampler.env_steps == 120
+
+
 def test_same_seed_same_rollouts_and_new_states_each_call():
     _, a = _sample(seed=3)
     _, b = _sample(seed=3)

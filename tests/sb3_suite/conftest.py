@@ -16,8 +16,6 @@ _JOINT = ("one categorical per dimension, as PPO, but pairs of episodes with per
 GRPO_FAILS = {
     "test_sb3_identity.py::test_discrete[env1-GRPO]": _JOINT,
     "test_sb3_identity.py::test_discrete[env2-GRPO]": _JOINT,
-    "test_sb3_logger.py::test_rollout_success_rate_onpolicy_algo": (
-        "the env's success counts the episodes one env object has run; a group's episodes run on G copies of it"),
     "test_sb3_save_load.py::test_cast_lr_schedule": "a learning-rate function is code, not pickled into the zip",
 }
 
