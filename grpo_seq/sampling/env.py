@@ -112,8 +112,8 @@ class EnvGroupSampler(RandomStreams):
     registered or carries the caller's wrappers. ``env_objects`` (instead of both): the caller's
     own envs, stepped in place; the episodes run in waves of ``len(env_objects)``, one episode
     per object at a time, each reset with its group's seed, so that an env whose episodes depend
-    on the ones it has run before (a curriculum, a counter) sees them in order. ``reward_fn(state, action, next_state)``:
-    per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
+    on the ones it has run before (a curriculum, a counter) sees them in order.
+    ``reward_fn(state, action, next_state)``: per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     ``bonus``: an exploration bonus added to each step's training reward, e.g. a
     :class:`~grpo_seq.sampling.novelty.NoveltyBonus` that breaks ties between members; the batch's

@@ -100,7 +100,8 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
         kw["epsilon"] = split_schedule("clip_range", sb3["clip_range"])[0]
     G = int(kw["num_generations"])
     rollout = sb3["n_steps"] * n_envs if sb3.get("n_steps") is not None else None
-    if rollout is not None and steps_per_group is None and sb3.get("group_size") is None and "num_generations" not in ours:
+    g_given = sb3.get("group_size") is not None or "num_generations" in ours
+    if rollout is not None and steps_per_group is None and not g_given:
         # SB3's rollout holds whole episodes of each env: the family's G shrinks to the episodes
         # one rollout of n_steps holds, so that episodes end inside it as they would under PPO
         kw["num_generations"] = G = max(2, min(G, rollout // max_episode_steps))
