@@ -113,6 +113,9 @@ class EnvGroupSampler(RandomStreams):
     own envs, stepped in place; the episodes run in waves of ``len(env_objects)``, one episode
     per object at a time, each reset with its group's seed, so that an env whose episodes depend
     on the ones it has run before (a curriculum, a counter) sees them in order.
+    ``obs_transform``: maps a batch of the env's observations ``(n, obs_dim)`` to what the policy
+    sees (a running normalisation, fixed within a rollout); the batch's context holds the
+    transformed ones, ``last_raw_obs`` the env's own of every real step, for updating it.
     ``reward_fn(state, action, next_state)``: per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     ``bonus``: an exploration bonus added to each step's training reward, e.g. a
@@ -132,6 +135,7 @@ class EnvGroupSampler(RandomStreams):
         reward_fn: StepRewardFn | None = None,
         bonus: NoveltyBonus | None = None,
         env_objects: list[gym.Env] | None = None,
+        obs_transform: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
@@ -139,7 +143,8 @@ class EnvGroupSampler(RandomStreams):
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
         self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
         self.num_envs = num_groups * group_size
-        self.reward_fn, self.bonus = reward_fn, bonus
+        self.reward_fn, self.bonus, self.obs_transform = reward_fn, bonus, obs_transform
+        self.last_raw_obs: np.ndarray | None = None
         self._vector = env_fn is None and not env_objects and env_id in _STATE_COPY_ENVS \
             and self.num_envs >= _VECTOR_MIN_ENVS
         self._wave = min(len(env_objects), self.num_envs) if env_objects else self.num_envs
@@ -191,7 +196,7 @@ class EnvGroupSampler(RandomStreams):
         t = 0
         while t < len(act_buf) and alive.any():
             obs_buf[t], mask_buf[t] = obs, alive
-            act_buf[t] = actions = act(obs)
+            act_buf[t] = actions = act(self._view(obs))
             running = alive.copy()
             obs, reward, terminated, truncated, _ = self.envs.step(actions)
             ended |= running & (terminated | truncated)
@@ -213,7 +218,7 @@ class EnvGroupSampler(RandomStreams):
         t = 0
         while t < len(act_buf) and running:
             obs_buf[t] = obs
-            actions = act(obs)
+            actions = act(self._view(obs))
             act_buf[t] = actions
             still = []
             for i in running:
@@ -247,6 +252,18 @@ class EnvGroupSampler(RandomStreams):
             t = max(t, self._roll_one_by_one(act, obs, obs_buf[:, cols], act_buf[:, cols], rew_buf[:, cols],
                                              mask_buf[:, cols], caps[cols]))
         return t
+
+    def _view(self, obs: np.ndarray) -> np.ndarray:
+        return obs if self.obs_transform is None else self.obs_transform(obs)
+
+    def _transform_context(self, obs_buf: np.ndarray, mask: np.ndarray, t: int) -> None:
+        """The policy's view of every stored observation, in place (the transform is fixed within a
+        rollout, so this is what the actor saw); the env's own real ones go to ``last_raw_obs``."""
+        if self.obs_transform is None:
+            return
+        self.last_raw_obs = obs_buf[:t].transpose(1, 0, 2)[mask.T]  # episode by episode, as the batch's rows
+        flat = obs_buf[: t + 1].reshape(-1, self.obs_dim)
+        obs_buf[: t + 1] = self.obs_transform(flat).reshape(t + 1, -1, self.obs_dim)
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
         """Name the first step with a NaN or inf; checked once per rollout, not at every step."""
@@ -290,6 +307,7 @@ class EnvGroupSampler(RandomStreams):
         self.last_episode_lengths = mask_buf[:t].sum(0).tolist()
         if self.reward_fn is not None:
             rew_buf[:t] = self._user_rewards(obs_buf, act_buf, mask_buf[:t], t)
+        self._transform_context(obs_buf, mask_buf[:t], t)
         if self.bonus is not None:
             rew_buf[:t] += self.bonus(obs_buf[1 : t + 1], mask_buf[:t])
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))

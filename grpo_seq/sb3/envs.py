@@ -39,6 +39,7 @@ class EnvSource:
     codec: SpaceCodec | None = None  # the env's spaces as the policy's flat observations and tokens
     time_limit: int | None = None  # the registered time limit, where there is one
     objects: list[gym.Env] | None = None  # the user's own envs, stepped in place (no id, no recorded wrappers)
+    normalizer: Any = None  # the user's VecNormalize, whose observation statistics the policy sees through
 
 
 def _only_plain_wrappers(env: gym.Env) -> bool:
@@ -82,7 +83,11 @@ def _without_monitor(env: gym.Env) -> gym.Env:
 
 def resolve_env(env: Any) -> EnvSource:
     """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv``."""
-    vec_env, n_envs = None, 1
+    vec_env, n_envs, normalizer = None, 1, None
+    if hasattr(env, "obs_rms") and hasattr(env, "normalize_obs") and hasattr(env, "venv"):  # SB3's VecNormalize
+        normalizer = env
+        if getattr(env.venv, "obs_rms", None) is not None:
+            raise UsageError("GRPO: a VecNormalize inside another VecNormalize; wrap the env in one")
     if isinstance(env, str):
         env = make_env(env, tokens=False)
     elif hasattr(env, "num_envs") and hasattr(env, "step_async"):  # an SB3 VecEnv
@@ -106,7 +111,7 @@ def resolve_env(env: Any) -> EnvSource:
         objects = [CodecWrapper(e, codec) for e in objects] if objects else None
     limit = env.spec.max_episode_steps if env.spec is not None else None
     return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit,
-                     objects=objects)
+                     objects=objects, normalizer=normalizer)
 
 
 def _from_spec(spec: Any) -> gym.Env:

@@ -32,6 +32,7 @@ from .logger import Logger, tensorboard_run_dir
 from .persistence import Persistence
 from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
+from .normalize import ObsNormalizer
 
 __all__ = ["GRPO"]
 
@@ -61,15 +62,23 @@ class _Schedule:
 
 
 def _recording(sampler: Any) -> Any:
-    """``sampler`` keeping its last batch in ``last_batch`` (the callbacks' locals are read from it)."""
+    """``sampler`` keeping its last batch in ``last_batch`` (the callbacks' locals are read from it),
+    and moving a ``VecNormalize``'s statistics by each rollout's observations."""
     sample = sampler.sample
 
     def record(policy: nn.Module) -> Any:
         sampler.last_batch = sample(policy)
+        if isinstance(getattr(sampler, "obs_transform", None), ObsNormalizer):
+            sampler.obs_transform.update(sampler.last_raw_obs)
         return sampler.last_batch
 
     sampler.sample, sampler.last_batch = record, None
     return sampler
+
+
+def _norm_obs(source: EnvSource) -> bool:
+    """Whether the policy sees ``source``'s observations through a ``VecNormalize``."""
+    return source.normalizer is not None and bool(source.normalizer.norm_obs)
 
 
 class GRPO(Persistence):
@@ -222,6 +231,8 @@ class GRPO(Persistence):
             raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy' or an nn.Module class (no CNN or "
                              "multi-input policies here)")
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
+        if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
+            kw["obs_scale"] = [1.0] * codec.obs_dim
         if "obs_scale" not in kw and codec.identity:  # as the env program: CartPole's thresholds, else random play's
             kw["obs_scale"] = default_obs_scale(env)
             env_id = _env_id(source)
@@ -278,6 +289,9 @@ class GRPO(Persistence):
     def _make_sampler(self, source: EnvSource) -> Any:
         cfg = self.config
         if self.group_mode == "alternatives":
+            if source.normalizer is not None:
+                raise UsageError("GRPO(group_mode='alternatives') with a VecNormalize env: alternatives are scored "
+                                 "from copies of the raw env; pass the env without VecNormalize")
             every = self._sb3["group_size"] is None and "num_generations" not in self._ours
             return AlternativesSampler(source.make, cfg.num_groups, None if every else cfg.num_generations,
                                        horizon=self.horizon, gamma=cfg.gamma, seed=self.seed,
@@ -285,7 +299,8 @@ class GRPO(Persistence):
         return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
                                max_episode_steps=self._episode_limit(source),
                                env_fn=None if source.env_id else source.make, reward_fn=self.reward_function,
-                               bonus=self._bonus(source), env_objects=source.objects)
+                               bonus=self._bonus(source), env_objects=source.objects,
+                               obs_transform=ObsNormalizer(source.normalizer) if _norm_obs(source) else None)
 
     def _bonus(self, source: EnvSource) -> NoveltyBonus | None:
         """The spec's tie-breaking exploration bonus (the env family's default: none for CartPole or
@@ -336,9 +351,9 @@ class GRPO(Persistence):
         """The training env as SB3 returns it (a VecEnv, where SB3 is installed), or None."""
         return self.env
 
-    def get_vec_normalize_env(self) -> None:
-        """No ``VecNormalize`` here (SB3 callbacks ask)."""
-        return None
+    def get_vec_normalize_env(self) -> Any:
+        """The ``VecNormalize`` the model trains through, or None (SB3 callbacks ask)."""
+        return self._source.normalizer if self._source is not None else None
 
     # -- training ----------------------------------------------------------------------------------
 

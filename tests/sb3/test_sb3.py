@@ -289,3 +289,27 @@ def test_a_float_learning_rate_is_fixed_as_in_sb3(kwargs, last_rate):
         assert rate == pytest.approx(last_rate) and model.lr_schedule(0.1) == pytest.approx(last_rate)
     else:  # 3,000 steps of a 3,000-step learn: the last update's rate is a small share of the start
         assert rate < 0.5e-3 and model.lr_schedule(0.1) == pytest.approx(1e-4)
+
+
+def test_a_vec_normalize_env_is_trained_through_and_its_statistics_move_with_the_real_steps():
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    env = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    model = GRPO("MlpPolicy", env, seed=0, policy_kwargs=dict(net_arch=[8])).learn(300)
+    assert model.get_vec_normalize_env() is env and model.get_env() is env
+    assert model.policy.init_kwargs["obs_scale"] == [1.0] * 4  # VecNormalize's units: no second scaling
+    sampler = model._trainer.sampler
+    raw, batch = sampler.last_raw_obs, sampler.last_batch
+    # every real step counted once (RunningMeanStd starts at a count of 1e-4)
+    assert round(env.obs_rms.count) == model.num_timesteps and len(raw) == int(batch.mask.sum())
+    env.training = False  # now frozen: a rollout changes nothing
+    count = env.obs_rms.count
+    model.learn(100)
+    assert env.obs_rms.count == count
+    # the policy's context holds the real steps as VecNormalize shows them
+    sampler = model._trainer.sampler
+    batch, raw = sampler.last_batch, sampler.last_raw_obs
+    np.testing.assert_allclose(batch.context[batch.mask].numpy(), env.normalize_obs(raw), rtol=1e-5, atol=1e-5)
+    with pytest.raises(UsageError, match="alternatives.*VecNormalize"):
+        GRPO("MlpPolicy", env, group_mode="alternatives", seed=0)

@@ -40,7 +40,6 @@ LEFT_OUT = {
     "test_save_load.py::test_load_invalid_object": "edits SB3's pickled learning rate inside the zip's data",
     "test_save_load.py::test_save_load_clip_range_portable": "checks SB3's pickled schedule classes",
     "test_logger.py::test_sb3_import_without_optional_deps": "imports stable_baselines3 itself, no PPO case",
-    "test_callbacks.py::test_eval_friendly_error": "VecNormalize, which is not supported",
     "test_save_load.py::test_save_load_env_cnn": "(A2C's case) CnnPolicy on images, with continuous actions",
 }
 

@@ -106,6 +106,22 @@ def test_callbacks_can_cancel_runs(model_class, model_kwargs, callback_false_val
     model.learn(10, callback=alwaysfailcallback)
     assert alwaysfailcallback.n_calls == 1
 
+def test_eval_friendly_error():
+    train_env = VecNormalize(DummyVecEnv([lambda: gym.make('CartPole-v1')]))
+    eval_env = DummyVecEnv([lambda: gym.make('CartPole-v1')])
+    eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
+    _ = train_env.reset()
+    original_obs = train_env.get_original_obs()
+    model = PPO('MlpPolicy', train_env, n_steps=50, seed=0)
+    eval_callback = EvalCallback(eval_env, eval_freq=100, warn=False)
+    model.learn(100, callback=eval_callback)
+    assert np.allclose(train_env.normalize_obs(original_obs), eval_env.normalize_obs(original_obs))
+    wrong_eval_env = gym.make('CartPole-v1')
+    eval_callback = EvalCallback(wrong_eval_env, eval_freq=100, warn=False)
+    with pytest.warns(Warning):
+        with pytest.raises(AssertionError):
+            model.learn(100, callback=eval_callback)
+
 def test_eval_callback_chaining(tmp_path):
 
     class DummyCallback(BaseCallback):
