@@ -83,11 +83,7 @@ def _without_monitor(env: gym.Env) -> gym.Env:
 
 def resolve_env(env: Any) -> EnvSource:
     """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv``."""
-    vec_env, n_envs, normalizer = None, 1, None
-    if hasattr(env, "obs_rms") and hasattr(env, "normalize_obs") and hasattr(env, "venv"):  # SB3's VecNormalize
-        normalizer = env
-        if getattr(env.venv, "obs_rms", None) is not None:
-            raise UsageError("GRPO: a VecNormalize inside another VecNormalize; wrap the env in one")
+    vec_env, n_envs, normalizer = None, 1, _vec_normalize(env)
     if isinstance(env, str):
         env = make_env(env, tokens=False)
     elif hasattr(env, "num_envs") and hasattr(env, "step_async"):  # an SB3 VecEnv
@@ -112,6 +108,29 @@ def resolve_env(env: Any) -> EnvSource:
     limit = env.spec.max_episode_steps if env.spec is not None else None
     return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit,
                      objects=objects, normalizer=normalizer)
+
+
+def _vec_normalize(env: Any) -> Any:
+    """The ``VecNormalize`` among an SB3 ``VecEnv``'s wrappers (``venv`` chain), or None. A wrapper
+    that changes the observation or action space (``VecFrameStack``, ``VecTransposeImage``) is
+    refused by name: the sampler steps the envs underneath, whose spaces the policy would learn."""
+    found = None
+    while hasattr(env, "venv") and hasattr(env, "step_async"):
+        name = type(env).__name__
+        if "obs_rms" in vars(env) and hasattr(env, "normalize_obs"):  # its own, not forwarded from below
+            if found is not None:
+                raise UsageError("GRPO: a VecNormalize inside another VecNormalize; wrap the env in one")
+            found = env
+        elif (env.observation_space, env.action_space) != (env.venv.observation_space, env.venv.action_space):
+            raise UsageError(f"GRPO: {name} changes the env's spaces (observations {_shape(env.venv.observation_space)} "
+                             f"-> {_shape(env.observation_space)}); GRPO steps the envs underneath it, so pass them "
+                             "without it")
+        env = env.venv
+    return found
+
+
+def _shape(space: Any) -> str:
+    return f"{type(space).__name__}{tuple(space.shape) if getattr(space, 'shape', None) is not None else ''}"
 
 
 def _from_spec(spec: Any) -> gym.Env:

@@ -313,3 +313,17 @@ def test_a_vec_normalize_env_is_trained_through_and_its_statistics_move_with_the
     np.testing.assert_allclose(batch.context[batch.mask].numpy(), env.normalize_obs(raw), rtol=1e-5, atol=1e-5)
     with pytest.raises(UsageError, match="alternatives.*VecNormalize"):
         GRPO("MlpPolicy", env, group_mode="alternatives", seed=0)
+
+
+def test_a_vec_env_wrapper_that_changes_the_spaces_is_refused_by_name():
+    from stable_baselines3.common.vec_env import VecFrameStack, VecMonitor, VecNormalize
+
+    stacked = VecFrameStack(DummyVecEnv([lambda: gym.make("CartPole-v1")]), 4)
+    with pytest.raises(UsageError, match=r"VecFrameStack changes the env's spaces \(observations Box\(4,\) -> Box\(16,\)\)"):
+        GRPO("MlpPolicy", stacked)
+    twice = VecNormalize(VecMonitor(VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))))
+    with pytest.raises(UsageError, match="VecNormalize inside another"):
+        GRPO("MlpPolicy", twice)
+    # one that keeps the spaces wraps what is trained: VecNormalize under SB3's VecMonitor is found
+    inner = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    assert GRPO("MlpPolicy", VecMonitor(inner), seed=0).get_vec_normalize_env() is inner
