@@ -33,6 +33,7 @@ from .persistence import Persistence
 from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
 from .normalize import ObsNormalizer
+from .schedule import FloatSchedule
 
 __all__ = ["GRPO"]
 
@@ -40,25 +41,6 @@ _GROUP_MODES = ("episodes", "alternatives")
 _ALTERNATIVES_GROUPS = 16  # states per update in the alternatives mode (one state is a small group)
 _ALTERNATIVES_MAX_DEFAULT_G = 4096  # the most actions tried at one state without an explicit group_size
 _NO_TIME_LIMIT_STEPS = 1000  # an episode's cap in training for an env without a time limit
-
-
-class _Schedule:
-    """SB3's ``FloatSchedule``: ``f(progress_remaining) -> float`` of a constant, a schedule, or
-    our linear decay from ``value`` to 0."""
-
-    def __init__(self, value: Any, linear: bool = False):
-        self.value, self.linear = value, linear
-
-    def to_json(self) -> dict[str, Any] | None:
-        """The schedule as JSON (what a save records), None for a function (code is not saved)."""
-        if callable(self.value):
-            return None
-        return {":type:": "<class 'FloatSchedule'>", "value": float(self.value), "linear": self.linear}
-
-    def __call__(self, progress_remaining: float) -> float:
-        if callable(self.value):
-            return float(self.value(progress_remaining))
-        return float(self.value) * (float(progress_remaining) if self.linear else 1.0)
 
 
 def _recording(sampler: Any) -> Any:
@@ -180,8 +162,8 @@ class GRPO(Persistence):
         """PPO's hyperparameter attributes, read by SB3 callbacks (``model.learning_rate``, ...)."""
         cfg = self.config
         self.learning_rate = learning_rate if learning_rate is not None else cfg.learning_rate
-        self.lr_schedule = _Schedule(self.learning_rate, linear=not callable(learning_rate) and cfg.lr_schedule == "linear")
-        self.clip_range = _Schedule(clip_range if clip_range is not None else cfg.epsilon)
+        self.lr_schedule = FloatSchedule(self.learning_rate, linear=not callable(learning_rate) and cfg.lr_schedule == "linear")
+        self.clip_range = FloatSchedule(clip_range if clip_range is not None else cfg.epsilon)
         self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
         self.n_steps, self.batch_size = self._sb3["n_steps"], self._sb3["batch_size"]
         self.policy_class = type(self.policy)

@@ -16,9 +16,11 @@ from ..policies.mlp import CategoricalMLPPolicy
 from . import arguments, saving
 from .policy import GRPOPolicy
 from ..sampling.spaces import space_to_json
+from .schedule import TabulatedSchedule, tabulate
 
 __all__ = ["Persistence", "DATA_KEYS"]
 
+SCHEDULES = ("learning_rate", "clip_range")  # may be functions of progress (saved as tables of values)
 # the model's attributes in the zip's ``data`` entry (Stable-Baselines3's names)
 DATA_KEYS = ("policy_class", "policy_kwargs", "observation_space", "action_space", "n_envs", "num_timesteps",
              "seed", "verbose", "learning_rate", "lr_schedule", "gamma", "n_steps", "batch_size", "n_epochs",
@@ -37,8 +39,10 @@ def _jsonable(name: str, value: Any) -> Any:
         return [_jsonable(name, v) for v in value]
     if isinstance(value, dict):
         return {str(k): _jsonable(name, v) for k, v in value.items()}
-    if callable(getattr(value, "to_json", None)) and value.to_json() is not None:  # a schedule of a number
+    if callable(getattr(value, "to_json", None)) and value.to_json() is not None:  # a schedule
         return value.to_json()
+    if callable(value) and name in SCHEDULES:  # a function of progress: its values, not its code
+        return tabulate(value)
     if isinstance(value, type):
         return {":type:": str(type(value)), "name": value.__name__}
     return {":type:": str(type(value)), ":not_serialized:": f"{name} is code, not saved (no pickle here): pass it "
@@ -152,6 +156,10 @@ class Persistence:
         options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
                    "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"],
                    **attributes, **kwargs}
+        data = saving.read_data(path)
+        for key in SCHEDULES:  # a schedule saved as its values follows them again
+            if isinstance(data.get(key), dict) and ":table:" in data[key] and key not in custom:
+                options[key] = TabulatedSchedule(data[key][":table:"])
         for key in ("learning_rate", "clip_range", "gamma", "ent_coef", "max_grad_norm", "verbose"):
             if key in custom:
                 options[key] = custom.pop(key)

@@ -258,16 +258,31 @@ def test_save_holds_sb3s_data_entry_without_pickle_and_loads_from_a_file_object(
     model.save(tmp_path / "m")
     data, params, _ = load_from_zip_file(tmp_path / "m.zip")  # SB3's own reader
     assert data["n_envs"] == 1 and data["gamma"] == model.gamma and params == {}
-    assert ":not_serialized:" in data["learning_rate"]  # a function: named, not pickled
+    assert len(data["learning_rate"][":table:"]) == 1001  # a schedule: its values, not its code
     with zipfile.ZipFile(tmp_path / "m.zip") as z:
         assert not any(name.endswith((".pth", ".pkl")) for name in z.namelist())
-    with pytest.warns(UserWarning, match="Could not deserialize object learning_rate"):
-        GRPO.load(tmp_path / "m")
+    assert GRPO.load(tmp_path / "m").learning_rate(0.25) == pytest.approx(2.5e-4)
+    model.shaper = lambda x: x  # other code is named, not pickled, and its absence is warned about
+    model.save(tmp_path / "s", include=["shaper"])
+    assert ":not_serialized:" in load_from_zip_file(tmp_path / "s.zip")[0]["shaper"]
+    with pytest.warns(UserWarning, match="Could not deserialize object shaper"):
+        GRPO.load(tmp_path / "s")
     buffer = io.BytesIO()
     model.save(buffer)
     loaded = GRPO.load(buffer, custom_objects={"learning_rate": 5e-4})
     assert not buffer.closed and loaded.learning_rate == 5e-4
     assert torch.equal(loaded.get_parameters()["policy"]["net.0.weight"], model.policy.state_dict()["net.0.weight"])
+
+
+def test_a_schedule_is_saved_as_its_values_and_read_back_as_their_interpolation():
+    from grpo_seq.sb3.schedule import FloatSchedule, TabulatedSchedule, tabulate
+
+    table = tabulate(lambda p: p * p)[":table:"]  # 1001 points, 0.001 apart
+    square = TabulatedSchedule(table)
+    assert square(0.5) == 0.25 and square(1.0) == 1.0  # on the grid: exact
+    # between 0 and 0.001 the line from 0 to 1e-6: at 0.0005, 5e-7 (the square itself: 2.5e-7)
+    assert square(0.0005) == pytest.approx(5e-7)
+    assert FloatSchedule(square).to_json()[":table:"] == table  # saved again, the same values
 
 
 def test_policy_kwargs_choose_the_optimizer():

@@ -16,7 +16,6 @@ _JOINT = ("one categorical per dimension, as PPO, but pairs of episodes with per
 GRPO_FAILS = {
     "test_sb3_identity.py::test_discrete[env1-GRPO]": _JOINT,
     "test_sb3_identity.py::test_discrete[env2-GRPO]": _JOINT,
-    "test_sb3_save_load.py::test_cast_lr_schedule": "a learning-rate function is code, not pickled into the zip",
 }
 
 
