@@ -7,8 +7,8 @@ from its registration (``gym.make(spec.id, **spec.kwargs)``), all of a rollout's
 ``gym.make(env.spec)``. Any other env is the user's own objects (a ``DummyVecEnv``'s envs), stepped
 in place one episode after another on each, so an env whose episodes depend on the ones it has run
 (a curriculum, a success counter) sees them in order, as under PPO. Its ``copy.deepcopy`` is
-still what ``group_mode="alternatives"`` snapshots from; an env that cannot be deep-copied is
-refused by name.
+still what ``group_mode="alternatives"`` snapshots from, and only that mode refuses by name an env
+that cannot be deep-copied.
 """
 
 from __future__ import annotations
@@ -61,16 +61,25 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env], bool]:
             return None, lambda: gym.make(spec), False
         except Exception:  # a wrapper whose arguments were not recorded: try a copy instead
             pass
-    env = _without_monitor(env)
+    return None, _copier(_without_monitor(env)), True
+
+
+def _copier(env: gym.Env) -> Callable[[], gym.Env]:
+    """``copy.deepcopy(env)``, or where it cannot be copied, a maker that says so by name when
+    called (only ``group_mode="alternatives"`` needs copies of an env that is stepped in place)."""
     try:
         copy.deepcopy(env).close()
     except Exception as e:
-        raise UsageError(
-            f"GRPO needs fresh copies of the env {env_name(env)} (a group's episodes start from one shared state), "
-            f"but it is neither registered (env.spec) nor deep-copyable ({type(e).__name__}: {e}); register it with "
-            "gymnasium.register, or pass its id"
-        ) from e
-    return None, lambda: copy.deepcopy(env), True
+        error = UsageError(
+            f"GRPO(group_mode='alternatives') needs copies of the env {env_name(env)} to try each action from one "
+            f"state, but it is neither registered (env.spec) nor deep-copyable ({type(e).__name__}: {e}); register "
+            "it with gymnasium.register, or pass its id")
+
+        def refuse() -> gym.Env:
+            raise error
+
+        return refuse
+    return lambda: copy.deepcopy(env)
 
 
 def _without_monitor(env: gym.Env) -> gym.Env:

@@ -342,3 +342,22 @@ def test_a_vec_env_wrapper_that_changes_the_spaces_is_refused_by_name():
     # one that keeps the spaces wraps what is trained: VecNormalize under SB3's VecMonitor is found
     inner = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
     assert GRPO("MlpPolicy", VecMonitor(inner), seed=0).get_vec_normalize_env() is inner
+
+
+def test_an_env_that_cannot_be_copied_trains_in_place_and_only_alternatives_refuse_it():
+    import threading
+
+    class Locked(gym.Wrapper):  # unregistered, and a lock cannot be deep-copied
+        def __init__(self):
+            super().__init__(gym.make("CartPole-v1").unwrapped)
+            self.lock = threading.Lock()
+
+        @property
+        def spec(self):
+            return None
+
+    env = Locked()
+    model = GRPO("MlpPolicy", env, seed=0, max_episode_steps=50, policy_kwargs=dict(net_arch=[8])).learn(200)
+    assert model.num_timesteps == 200 and model._trainer.sampler.env_list == [env]
+    with pytest.raises(UsageError, match="alternatives.*CartPoleEnv.*deep-copyable"):
+        GRPO("MlpPolicy", Locked(), group_mode="alternatives", max_episode_steps=50)
