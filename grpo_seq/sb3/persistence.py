@@ -141,7 +141,8 @@ class Persistence:
         last observation (SB3's ``_last_obs``)."""
         custom = dict(custom_objects or {})
         tensors, policy_json, meta = saving.read_model_zip(path)  # damaged or another format: SavedModelError
-        for key, item in saving.read_data(path).items():
+        data = saving.read_data(path)
+        for key, item in data.items():
             if isinstance(item, dict) and ":not_serialized:" in item and key not in custom:
                 warnings.warn(f"Could not deserialize object {key} (code is not saved: no pickle here). Consider "
                               "using `custom_objects` argument to replace this object.", UserWarning, stacklevel=2)
@@ -156,7 +157,6 @@ class Persistence:
         options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
                    "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"],
                    **attributes, **kwargs}
-        data = saving.read_data(path)
         for key in SCHEDULES:  # a schedule saved as its values follows them again
             if isinstance(data.get(key), dict) and ":table:" in data[key] and key not in custom:
                 options[key] = TabulatedSchedule(data[key][":table:"])
