@@ -105,7 +105,7 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
     assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
     # CartPole and the rest keep std-scaled advantages and beta2 0.95
     assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
-    assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 4)
+    assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 8)
     # ended members stay in the step-wise comparison everywhere but CartPole (question lunarlander_defaults)
     absorb = lambda argv: parse_config(EnvJob, argv).absorb_ended  # noqa: E731
     assert (absorb(["--env_id", "CartPole-v1"]), absorb(["--env_id", "LunarLander-v3"])) == (False, True)
