@@ -44,7 +44,7 @@ def make_text_env(env_id: str, **kwargs: Any) -> gym.Env:
     else:
         try:
             # gymnasium's passive checker warns on every observation outside Text's default charset
-            env = make_env(env_id, disable_env_checker=True, **kwargs)
+            env = make_env(env_id, tokens=False, disable_env_checker=True, **kwargs)
         except ImportError as e:
             raise UsageError(f"--env_id {env_id}: {e}") from None
     check_text_spaces(env_id, env)
