@@ -10,7 +10,7 @@ from torch import nn
 
 from .errors import ConfigError
 from .policies.actor import make_actor
-from .sampling.env import check_spaces, make_vector_env
+from .sampling.env import make_vector_env
 
 __all__ = ["PolicyEvaluator", "eval_stream_seed"]
 
@@ -41,8 +41,7 @@ class PolicyEvaluator:
     def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None):
         if num_episodes < 1:
             raise ConfigError(f"PolicyEvaluator: num_episodes must be >= 1, got {num_episodes}")
-        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs)
-        check_spaces(env_id, self.envs.single_observation_space, self.envs.single_action_space)
+        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs)  # as tokens, or a UsageError naming it
         self.num_episodes, self.seed = num_episodes, seed
         spec = self.envs.spec
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000

@@ -40,7 +40,7 @@ from ..evaluation import PolicyEvaluator, eval_stream_seed
 from ..plot import plot_run_if_possible
 from ..policies.mlp import CategoricalMLPPolicy
 from ..record import check_renderer, record_episode
-from ..sampling.env import EnvGroupSampler, action_nvec, check_spaces, env_spec, make_env
+from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
 from ..sampling.novelty import NoveltyBonus
 from ..serialization import atomic_write_text
 from ..stopping import GracefulStop, checkpoint_on_error
@@ -70,7 +70,6 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     with ``spec.obs_center``)."""
     env = make_env(spec.env_id)
     try:
-        check_spaces(spec.env_id, env.observation_space, env.action_space)
         obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
         if spec.obs_center or not scale:

@@ -89,9 +89,12 @@ def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | Non
     if env_id in _STATE_COPY_ENVS:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
         return envs, True
-    make_env(env_id, **env_kwargs).close()  # an unknown id or a space no policy takes, named before n copies
-    wrap = [lambda env: as_tokens(env, env_id)]
-    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrap, **env_kwargs), False
+    wrap = [lambda env: as_tokens(env, env_id)]  # a space no policy takes: a UsageError naming it
+    try:
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrap, **env_kwargs)
+    except gym.error.Error as e:
+        raise _refuse_unknown(env_id, e) from None
+    return envs, False
 
 
 class EnvGroupSampler(RandomStreams):

@@ -18,12 +18,11 @@ class _Copy(gym.Env):
 
     def __init__(self, action_space: gym.Space):
         self.action_space = action_space
-        self.size = int(np.sum(getattr(action_space, "nvec", 2 * np.ones(action_space.shape))))
         self.observation_space = action_space  # the target, one-hot encoded (MultiDiscrete) or 0/1 (MultiBinary)
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
-        self.target = self.action_space.sample() if seed is None else self._draw()
+        self.target = self._draw()
         return self.target, {}
 
     def _draw(self):
