@@ -8,14 +8,28 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, NoReturn
 
 from .errors import ConfigError
-from .objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES
+from .objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES, REDUCTIONS
 
-__all__ = ["GRPOConfig", "ADVANTAGE_TYPES"]
+__all__ = ["GRPOConfig", "ADVANTAGE_TYPES", "token_minibatch_conflict"]
 
 ADVANTAGE_TYPES = ("outcome", "process", "stepwise")
 LR_SCHEDULES = ("constant", "linear")
 SCALE_LEVELS = ("group", "batch")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+
+
+def token_minibatch_conflict(loss_type: str, importance_sampling_level: str,
+                             off_policy_mask_threshold: float | None) -> str | None:
+    """Why a loss with these options cannot be split into minibatches of tokens (``minibatch_tokens``),
+    or None where every term of it is one token's and it can."""
+    if REDUCTIONS.get(loss_type) not in ("bnpo", "dapo"):
+        return (f"needs a token-mean loss (bnpo, dapo, cispo, vespo): loss_type={loss_type} averages each output "
+                "over its own tokens, which a minibatch of tokens cuts")
+    if importance_sampling_level == "sequence":
+        return "needs importance_sampling_level=token: a sequence-level ratio (GSPO) is a mean over the whole output"
+    if off_policy_mask_threshold is not None:
+        return "cannot be used with off_policy_mask_threshold, which masks whole outputs by their mean log ratio"
+    return None
 
 
 @dataclass
@@ -56,6 +70,16 @@ class GRPOConfig:
     )
     num_minibatches: int = field(
         default=1, metadata={"help": "Optimizer steps per update pass: the batch's outputs are split this many ways."}
+    )
+    minibatch_tokens: int = field(
+        default=0,
+        metadata={
+            "help": "Tokens (env steps) per optimizer step, drawn at random from every output of the batch, as "
+            "PPO's batch_size draws env steps: a pass makes round(tokens / this) of them. Every output still runs "
+            "forward in each, the loss mask picking its tokens: cheap for an env policy's MLP, that many forward "
+            "passes for a language model. Token-mean losses only (bnpo, dapo, cispo, vespo), token-level ratios. "
+            "0: minibatches are whole outputs (num_minibatches)."
+        },
     )
     micro_batch_size: int = field(
         default=0,
@@ -271,6 +295,7 @@ class GRPOConfig:
         self._check_batch_and_optimizer()
         self._check_update()
         self._check_objective()
+        self._check_token_minibatches()
         self._check_family()
         self._check_run()
         self._warn_mismatched()
@@ -322,6 +347,20 @@ class GRPOConfig:
             )
         if self.micro_batch_size < 0:
             self._fail("micro_batch_size", "must be >= 0 (0: the whole minibatch in one pass)")
+
+    def _check_token_minibatches(self) -> None:
+        """``minibatch_tokens`` splits outputs: only a loss whose every term is one token's can be cut so."""
+        if self.minibatch_tokens < 0:
+            self._fail("minibatch_tokens", "must be >= 0 (0: minibatches of whole outputs)")
+        if not self.minibatch_tokens:
+            return
+        if self.num_minibatches != 1:
+            self._fail("minibatch_tokens", "splits the batch by tokens and num_minibatches by outputs: set one "
+                       "(num_minibatches=1)")
+        conflict = token_minibatch_conflict(self.loss_type, self.importance_sampling_level,
+                                            self.off_policy_mask_threshold)
+        if conflict:
+            self._fail("minibatch_tokens", conflict)
 
     def _check_objective(self) -> None:
         """The clipped objective, its KL and entropy terms, the advantages."""

@@ -17,7 +17,7 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from accelerate import Accelerator
@@ -329,10 +329,16 @@ class GRPOTrainer:
                 with self.policy.adapters_disabled():
                     batch.ref_logp = self._score(self.policy, batch)
 
+    @property
+    def _reuses_batch(self) -> bool:
+        """Whether the policy moves before the batch's last minibatch (pi_old is then not pi_theta)."""
+        cfg = self.config
+        return cfg.mu * cfg.num_minibatches > 1 or cfg.minibatch_tokens > 0
+
     def _score_old(self, batch: RolloutBatch, live: Tensor) -> None:
         """``batch.old_logp`` under the sampling policy when it will be updated more than once; with
         one update pi_old is pi_theta, and its log-probs are the current ones, detached, at no cost."""
-        if self.config.mu * self.config.num_minibatches > 1 and batch.old_logp is None:
+        if self._reuses_batch and batch.old_logp is None:
             with self.accelerator.autocast():
                 batch.old_logp = self._score(self.policy, batch, rows=live)
 
@@ -346,7 +352,7 @@ class GRPOTrainer:
             return compute_advantages(batch, cfg, weights)
         with self.accelerator.autocast():
             logp = self._score(self.policy, batch)  # pi_old: the policy that sampled
-        if cfg.mu * cfg.num_minibatches > 1:
+        if self._reuses_batch:
             batch.old_logp = logp
         kl_t = kl_estimate(logp, batch.ref_logp, cfg.kl_estimator)
         name = "rewards" if cfg.advantage == "outcome" else "step_rewards"
@@ -384,26 +390,46 @@ class GRPOTrainer:
         return lr
 
     def _update(self, batch: RolloutBatch, live: Tensor) -> UpdateStats:
-        """``mu`` passes over the batch, each split into ``num_minibatches`` optimizer steps."""
+        """``mu`` passes over the batch, each split into optimizer steps (:meth:`_minibatches`)."""
         cfg = self.config
         self.model.train()
         stats = UpdateStats(tokens=torch.zeros((), device=self.accelerator.device))
         self._nonfinite_this_step = 0
-        B = batch.batch_size
-        if REDUCTIONS[cfg.loss_type] == "dapo":  # the step's tokens over all processes, per optimizer step and process
-            total = self.accelerator.reduce(batch.mask.sum().float().reshape(1), "sum")[0]
-            self._step_tokens = total / (self.accelerator.num_processes * cfg.num_minibatches)
+        parts = cfg.num_minibatches
+        if REDUCTIONS[cfg.loss_type] == "dapo" or cfg.minibatch_tokens:
+            total = self.accelerator.reduce(batch.mask.sum().float().reshape(1), "sum")[0]  # over all processes
+            per_process = total / self.accelerator.num_processes
+            if cfg.minibatch_tokens:  # the same count on every process: each optimizer step all-reduces
+                parts = max(1, round(float(per_process) / cfg.minibatch_tokens))
+            if REDUCTIONS[cfg.loss_type] == "dapo":  # the step's tokens per optimizer step and process
+                self._step_tokens = per_process / parts
         for _ in range(cfg.mu):
-            order = torch.randperm(B, generator=self.shuffle_gen) if cfg.num_minibatches > 1 else torch.arange(B)
-            # equal parts (dynamic sampling may keep a batch that num_minibatches does not divide)
-            for idx in order.tensor_split(cfg.num_minibatches):
-                idx = idx.to(self.accelerator.device)
+            for part, idx in self._minibatches(batch, parts):
                 before = self._entropy_sums(stats)
-                stats.losses.append(self._accumulate_gradients(batch, idx, live, stats))
+                stats.losses.append(self._accumulate_gradients(part, idx, live, stats))
                 stats.grad_norms.append(torch.as_tensor(self._optimizer_step(), device=self.accelerator.device)
                                         .detach().float())
                 self._adapt_entropy(stats, before)
         return stats
+
+    def _minibatches(self, batch: RolloutBatch, parts: int) -> Iterator[tuple[RolloutBatch, Tensor]]:
+        """One pass's minibatches as ``(batch, rows)``: ``parts`` random sets of whole outputs, or with
+        ``minibatch_tokens`` ``parts`` random sets of the batch's tokens, as PPO draws env steps: every
+        output stays in, and a copy of the batch whose mask holds only those tokens carries them."""
+        B, device = batch.batch_size, self.accelerator.device
+        if not self.config.minibatch_tokens:
+            order = torch.randperm(B, generator=self.shuffle_gen) if parts > 1 else torch.arange(B)
+            # equal parts (dynamic sampling may keep a batch that num_minibatches does not divide)
+            for idx in order.tensor_split(parts):
+                yield batch, idx.to(device)
+            return
+        where = batch.mask.nonzero()
+        order = torch.randperm(len(where), generator=self.shuffle_gen).to(where.device)
+        every = torch.arange(B, device=device)
+        for pick in order.tensor_split(parts):
+            mask = torch.zeros_like(batch.mask)
+            mask[where[pick, 0], where[pick, 1]] = True
+            yield dataclasses.replace(batch, mask=mask), every
 
     def _entropy_sums(self, stats: UpdateStats) -> Tensor | None:
         """``[sum of token entropies, tokens]`` trained so far this step (adaptive entropy only)."""
@@ -528,6 +554,7 @@ class GRPOTrainer:
                        for i, n in enumerate(TOKEN_STATS)}
         averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
                     "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
+                    "perf/optimizer_steps": float(len(stats.grad_norms)),
                     "loss/nonfinite_steps": float(self._nonfinite_this_step), **batch.metrics}
         if stats.entropy_bonuses:  # what entropy_coef's term took off loss/policy
             averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()

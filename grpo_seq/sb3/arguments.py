@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..config import GRPOConfig
+from ..config import GRPOConfig, token_minibatch_conflict
 from ..envs.defaults import ENV_DEFAULTS, per_env
 from ..errors import UsageError
 from ..jobs.env_spec import EnvJob
@@ -108,11 +108,21 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
     per_group = steps_per_group or G * max_episode_steps
     if rollout is not None and "num_groups" not in ours:
         kw["num_groups"] = max(1, round(rollout / per_group))
-    if sb3.get("batch_size") is not None and "num_minibatches" not in ours:
-        outputs = int(kw["num_groups"]) * G
-        steps = rollout or int(kw["num_groups"]) * per_group
-        kw["num_minibatches"] = _minibatches(outputs, round(steps / sb3["batch_size"]))
+    if sb3.get("batch_size") is not None and not {"num_minibatches", "minibatch_tokens"} & set(ours):
+        if _token_loss(kw):  # PPO's minibatches exactly: batch_size env steps drawn from the whole rollout
+            kw["minibatch_tokens"] = int(sb3["batch_size"])
+        else:  # a loss over whole episodes: as many minibatches of whole episodes as fit
+            outputs = int(kw["num_groups"]) * G
+            steps = rollout or int(kw["num_groups"]) * per_group
+            kw["num_minibatches"] = _minibatches(outputs, round(steps / sb3["batch_size"]))
     return EnvJob(env_id=env_id or "", **kw)
+
+
+def _token_loss(kw: dict[str, Any]) -> bool:
+    """Whether the spec's loss is a mean of per-step terms, which minibatches of env steps may cut."""
+    spec = {f.name: f.default for f in dataclasses.fields(EnvJob)} | kw
+    return token_minibatch_conflict(spec["loss_type"], spec["importance_sampling_level"],
+                                    spec["off_policy_mask_threshold"]) is None
 
 
 def warn_ignored(sb3: dict[str, Any], ppo_only: dict[str, Any]) -> None:

@@ -90,7 +90,7 @@ class GRPO(Persistence):
     | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
     | ``learning_rate`` (float or schedule) | ``learning_rate``; a float is a fixed rate, as in SB3 (``lr_schedule="linear"`` decays it to 0 over ``learn``; no rate given: the env program's rate and linear decay); a schedule ``f(progress_remaining)`` is followed as given |
     | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1; where one group of the env family's G episodes would not fit, G shrinks to the episodes that do (at least 2; not a ``group_size`` given) |
-    | ``batch_size`` | minibatches per update = steps per update / ``batch_size``, as a divisor of the outputs (episodes) |
+    | ``batch_size`` | ``minibatch_tokens``: minibatches of ``batch_size`` env steps drawn from the whole rollout, as PPO's (a loss over whole episodes, ``loss_type`` grpo or dr_grpo or GSPO's sequence ratio: ``num_minibatches``, as many minibatches of whole episodes as fit) |
     | ``n_epochs`` | ``mu``: update passes per batch |
     | ``clip_range`` (float or schedule) | ``epsilon`` (a schedule is followed as given) |
     | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
@@ -463,7 +463,7 @@ class GRPO(Persistence):
                              ("reward/zero_std_groups", "zero_std_groups")):
             if m[ours] == m[ours]:  # NaN: no token was scored for it this update (nothing to show)
                 rec(f"train/{theirs}", float(m[ours]))
-        rec("train/n_updates", self._trainer.step_count * self.config.mu * self.config.num_minibatches)
+        rec("train/n_updates", self._trainer.step_count * self.config.mu)  # passes over a rollout, as PPO counts
         self.logger.dump(self.num_timesteps)
 
     # -- acting ------------------------------------------------------------------------------------
