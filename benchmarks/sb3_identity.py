@@ -1,0 +1,93 @@
+"""Stable-Baselines3's identity test over seeds: how often SB3's PPO and our GRPO clear its bar.
+
+    python benchmarks/sb3_identity.py                  # seeds 0-19
+    python benchmarks/sb3_identity.py --seeds 0-79
+
+SB3 2.9.2's ``tests/test_identity.py::test_discrete`` trains on ``IdentityEnv(4)``,
+``IdentityEnvMultiDiscrete(4)`` or ``IdentityEnvMultiBinary(4)`` (the action must repeat the
+observation; the two multi-dimensional ones have 16 joint actions, rewarded only when all are right)
+for 1200 env steps with ``gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256`` and one seed (3),
+then asks ``evaluate_policy`` for a mean return of 90 of 100 over 20 episodes. This runs the same
+training for every seed and arm: SB3's ``PPO``; our ``GRPO`` as the test calls it; and ``GRPO`` with
+PPO's minibatches of 64 env steps (``batch_size=64``) and advantages scaled by the rollout's std
+(``scale_rewards_level="batch"``). Writes benchmarks/results/sb3_identity/result.json;
+``python benchmarks/report.py`` puts the table in docs/guides/sb3.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import warnings
+from pathlib import Path
+
+import record  # benchmarks/record.py: default --out and the meta block
+
+TEST = dict(gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256)
+ARMS = {"PPO": None, "GRPO": {}, "GRPO, batch_size=64, scale_rewards_level=batch":
+        {"batch_size": 64, "scale_rewards_level": "batch"}}
+ENVS = ("IdentityEnv", "IdentityEnvMultiDiscrete", "IdentityEnvMultiBinary")
+THRESHOLD, TEST_SEED = 90, 3
+
+
+def seed_list(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def one_run(arm: str, env_name: str, seed: int) -> float:
+    """The test's training from ``seed`` and ``evaluate_policy``'s mean return over 20 episodes."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common import envs
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from grpo_seq.sb3 import GRPO
+
+    env = getattr(envs, env_name)(4)
+    venv = DummyVecEnv([lambda: env])
+    algo, extra = (PPO, {}) if ARMS[arm] is None else (GRPO, ARMS[arm])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = algo("MlpPolicy", venv, seed=seed, **TEST, **extra).learn(1200)
+        mean, _ = evaluate_policy(model, venv, n_eval_episodes=20, warn=False)
+    return float(mean)
+
+
+def summarise(runs: list[dict]) -> dict:
+    out: dict = {}
+    for env_name in ENVS:
+        for arm in ARMS:
+            mine = [r for r in runs if r["env"] == env_name and r["arm"] == arm]
+            if mine:
+                out.setdefault(env_name, {})[arm] = {
+                    "seeds": len(mine), "passed": sum(r["mean_return"] >= THRESHOLD for r in mine),
+                    "median": statistics.median(r["mean_return"] for r in mine),
+                    "test_seed": next((r["mean_return"] for r in mine if r["seed"] == TEST_SEED), None)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="0-19", help="a seed or a range lo-hi")
+    ap.add_argument("--out", type=Path, default=record.default_out("sb3_identity"))
+    a = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    runs = []
+    for seed in seed_list(a.seeds):
+        for env_name in ENVS:
+            for arm in ARMS:
+                runs.append({"env": env_name, "arm": arm, "seed": seed, "mean_return": one_run(arm, env_name, seed)})
+                print(json.dumps(runs[-1]), flush=True)
+    result = {"meta": record.meta(), "settings": {"test": TEST, "steps": 1200, "eval_episodes": 20,
+                                                  "threshold": THRESHOLD, "test_seed": TEST_SEED, "arms": ARMS},
+              "summary": summarise(runs), "runs": runs}
+    record.prepare(a.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
