@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
-    "discounted_returns", "compute_advantages", "steps_of_tokens",
+    "discounted_returns", "compute_advantages", "steps_of_tokens", "centred_std",
 ]
 
 
@@ -50,6 +50,21 @@ def equal_reward_groups(rewards: Tensor) -> Tensor:
     earned the same reward, ``max_i r_i == min_i r_i`` (:func:`all_equal` along the group). Such a
     group's advantages are 0: it trains nothing."""
     return all_equal(rewards, None, 1).squeeze(1)
+
+
+def centred_std(centred: Tensor, n: Tensor | int, dim: int | tuple[int, ...]) -> Tensor:
+    """The Bessel std of values already centred, ``sqrt(sum c^2 / (n - 1))`` along ``dim`` (kept),
+    computed as ``m * sqrt(sum (c / m)^2 / (n - 1))`` with ``m = max |c|``.
+
+    Equal in exact arithmetic; in float32 the plain form squares differences under about 1e-19 to 0,
+    and a group whose members differ by less (a reward discounted by 0.4^90 at the end of one
+    member's episode) would be divided by 0. Scaled first, such a group gets the advantages any
+    other difference gets: +-1/sqrt(2) for two members.
+    """
+    m = centred.abs().amax(dim=dim, keepdim=True)
+    unit = centred / torch.where(m > 0, m, torch.ones_like(m))
+    n = torch.as_tensor(n, dtype=centred.dtype, device=centred.device)
+    return m * ((unit**2).sum(dim=dim, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
 
 
 def _check_mask(values_t: Tensor, mask_t: Tensor, name: str) -> None:
@@ -82,9 +97,9 @@ def outcome_advantages(rewards: Tensor, scale_by_std: bool = True, level: str = 
     flat = all_equal(rewards, None, 1)
     if scale_by_std and level == "batch":
         std = rewards.std()
-        centred = centred / torch.where(flat.all(), torch.ones_like(std), std)
+        centred = centred / torch.where(flat.all() | (std == 0), torch.ones_like(std), std)
     elif scale_by_std:
-        std = rewards.std(dim=1, keepdim=True)
+        std = centred_std(centred, rewards.shape[1], 1)
         centred = centred / torch.where(flat, torch.ones_like(std), std)
     return torch.where(flat, torch.zeros_like(centred), centred)
 
@@ -97,7 +112,7 @@ def _nan_group_normalise(values: Tensor) -> Tensor:
     n = known.sum(1, keepdim=True)
     mean = x.sum(1, keepdim=True) / n.clamp(min=1)
     centred = torch.where(known, x - mean, torch.zeros_like(x))
-    std = ((centred**2).sum(1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+    std = centred_std(centred, n, 1)
     flat = all_equal(x, known, 1)
     return torch.where(flat, torch.zeros_like(x), centred / torch.where(flat, torch.ones_like(std), std))
 
@@ -194,8 +209,7 @@ def process_advantages(step_rewards_t: Tensor, mask_t: Tensor) -> Tensor:
     r_t = step_rewards_t.float() * mask_t
     n = mask_t.sum(dim=(1, 2), keepdim=True)
     mean = r_t.sum(dim=(1, 2), keepdim=True) / n.clamp(min=1)
-    var = (((r_t - mean) * mask_t) ** 2).sum(dim=(1, 2), keepdim=True) / (n - 1).clamp(min=1)
-    std = var.sqrt()
+    std = centred_std((r_t - mean) * mask_t, n, (1, 2))
     flat = all_equal(r_t, mask_t, (1, 2))
     normed_t = (r_t - mean) / torch.where(flat, torch.ones_like(std), std) * mask_t
     normed_t = torch.where(flat, torch.zeros_like(normed_t), normed_t)
@@ -254,10 +268,10 @@ def stepwise_return_advantages(
     flat = all_equal(ret_t, cmp_t, 1)  # also True where fewer than two members are compared
     centred_t = torch.where(flat, torch.zeros_like(centred_t), centred_t)
     if scale_by_std and level == "batch":
-        std = ((centred_t**2).sum() / (cmp_t.sum() - 1).clamp(min=1)).sqrt()
-        centred_t = centred_t / (std if std > 0 else 1.0)
+        std = centred_std(centred_t, cmp_t.sum(), (0, 1, 2))
+        centred_t = centred_t / torch.where(std > 0, std, torch.ones_like(std))
     elif scale_by_std:
-        std = ((centred_t**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()
+        std = centred_std(centred_t, n, 1)
         centred_t = centred_t / torch.where(flat, torch.ones_like(std), std)
     return centred_t * mask_t
 

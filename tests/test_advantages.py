@@ -175,3 +175,15 @@ def test_equal_reward_groups_is_the_rule_the_advantages_use():
     rewards = torch.tensor([[0.1] * 10, [0.3] * 9 + [0.3 + 1e-7], [1.0, 0.0] * 5])
     assert equal_reward_groups(rewards).tolist() == [True, False, False]
     assert (outcome_advantages(rewards[:1]) == 0).all()  # std of ten 0.1s is about 1e-8, not 0: still flat
+
+
+def test_members_apart_by_less_than_float32_can_square_still_get_the_usual_advantages():
+    # Returns 2e-38 apart: centred +-1e-38, whose squares (1e-76) are 0 in float32, so the plain
+    # std is 0 and the advantages were +-inf. Scaled by max |c| first: std = 1e-38 * sqrt(2),
+    # A = +-1e-38 / (1e-38 * sqrt(2)) = +-0.7071, what any other pair of different returns gets.
+    expected = torch.tensor([[1.0, -1.0]]) / math.sqrt(2)
+    assert torch.allclose(outcome_advantages(torch.tensor([[2e-38, 0.0]])), expected)
+    step = stepwise_return_advantages(torch.tensor([[[0.0, 2e-38], [0.0, 0.0]]]), torch.ones(1, 2, 2))
+    assert torch.allclose(step, torch.tensor([[[1.0, 1.0], [-1.0, -1.0]]]) / math.sqrt(2))
+    batch = stepwise_return_advantages(torch.tensor([[[2e-38], [0.0]]]), torch.ones(1, 2, 1), level="batch")
+    assert torch.isfinite(batch).all() and batch[0, 0, 0] > 0 > batch[0, 1, 0]
