@@ -908,9 +908,22 @@ def sb3_suite_counts() -> str:
             + "Passed by `PPO` and not by `GRPO`: " + ", ".join(f"`{n}`" for n in d["passed_by_ppo_only"]) + ".\n")
 
 
+def sb3_identity() -> str:
+    """SB3's identity test over seeds (benchmarks/sb3_identity.py), for docs/guides/sb3.md."""
+    d = load("sb3_identity/result.json")
+    st = d["settings"]
+    rows = [[f"`{env}`", arm, f"{s['passed']} of {s['seeds']}", fmt(s["median"], ".1f"), fmt(s["test_seed"], ".1f")]
+            for env, arms in d["summary"].items() for arm, s in arms.items()]
+    return ('<!-- skip: next "trains every seed and arm" -->\n' + provenance(d["meta"]) + "\n"
+            + f"Each seed trains {st['steps']} env steps as the test does and is evaluated over {st['eval_episodes']} "
+            + f"episodes; passed = a mean return of {st['threshold']} or more (the test's bar), median over the seeds, "
+            + f"and the return of the seed the test uses ({st['test_seed']}).\n\n"
+            + table(["env", "arm", "passed", "median", f"seed {st['test_seed']}"], rows))
+
+
 GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base},
                 DOCS / "guides" / "text_envs.md": {"text_env_before_after": text_env_guide_table},
-                DOCS / "guides" / "sb3.md": {"sb3_suite": sb3_suite_counts}}
+                DOCS / "guides" / "sb3.md": {"sb3_suite": sb3_suite_counts, "sb3_identity": sb3_identity}}
 
 
 def guide_tables() -> dict[Path, str]:
