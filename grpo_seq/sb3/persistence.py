@@ -125,7 +125,7 @@ class Persistence:
                 "group_mode": self.group_mode, "horizon": self.horizon, "max_episode_steps": self._max_episode_steps,
                 "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if k in ("net_arch", "obs_scale")},
                 "config": {k: v for k, v in self.config.to_dict().items() if k in self._ours or k in
-                           arguments.SURFACE_DEFAULTS or k in ("mu", "epsilon", "max_grad_norm", "num_minibatches")},
+                           arguments.SURFACE_DEFAULTS or k in ("mu", "epsilon", "max_grad_norm", "num_minibatches", "minibatch_tokens")},
                 "env_id": self._source.env.spec.id if self._source and self._source.env.spec else None,
                 "attributes": {"verbose": self.verbose} if "verbose" not in skip else {},
                 "last_obs": _jsonable("_last_obs", self._last_obs), "spaces": spaces}

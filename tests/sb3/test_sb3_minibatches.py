@@ -50,3 +50,9 @@ def test_minibatches_of_env_steps_learn_the_joint_identity_in_1200_steps():
         obs, reward, *_ = env.step(action)
         hits += reward
     assert hits >= 85  # random play: 100 / 16 = 6.25
+
+
+def test_a_loaded_model_keeps_its_minibatches_of_env_steps(tmp_path):
+    GRPO("MlpPolicy", "CartPole-v1", n_steps=512, batch_size=64, seed=0).save(tmp_path / "m")
+    loaded = GRPO.load(tmp_path / "m", env="CartPole-v1")
+    assert loaded.config.minibatch_tokens == 64 and loaded.config.num_minibatches == 1
