@@ -56,9 +56,9 @@ def centred_std(centred: Tensor, n: Tensor | int, dim: int | tuple[int, ...]) ->
     """The Bessel std of values already centred, ``sqrt(sum c^2 / (n - 1))`` along ``dim`` (kept),
     computed as ``m * sqrt(sum (c / m)^2 / (n - 1))`` with ``m = max |c|``.
 
-    Equal in exact arithmetic; in float32 the plain form squares differences under about 1e-19 to 0,
-    and a group whose members differ by less (a reward discounted by 0.4^90 at the end of one
-    member's episode) would be divided by 0. Scaled first, such a group gets the advantages any
+    Equal in exact arithmetic; in float32 the plain form squares differences under about 4e-23 to 0
+    (and those under 1e-19 to subnormals), and a group whose members differ by so little (a reward
+    discounted by 0.4^95 at the end of one member's episode) would be divided by 0. Scaled first, such a group gets the advantages any
     other difference gets: +-1/sqrt(2) for two members.
     """
     m = centred.abs().amax(dim=dim, keepdim=True)
