@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..config import GRPOConfig
+from ..config import GRPOConfig, token_minibatch_conflict
 from ..envs.defaults import PER_ENV, per_env
 from ..errors import require
 from .spec import JobSpec, check_threads
@@ -140,6 +140,12 @@ class EnvJob(JobSpec, GRPOConfig):
                   "(Stable-Baselines3's ent_coef). It keeps a policy from settling on one action where its group "
                   f"never tries another, as MountainCar's first push from a standstill; 0 turns it off. {PER_ENV}."},
     )
+    minibatch_tokens: int | None = field(
+        default=None,
+        metadata={"help": "Env steps per optimizer step, drawn at random from every episode of the batch, as PPO's "
+                  "batch_size (0: one step per pass, or --num_minibatches of whole episodes). Left unset, a loss over "
+                  f"whole episodes (grpo, dr_grpo, GSPO's sequence ratio) takes 0. {PER_ENV}."},
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(
         default="bnpo",
@@ -172,6 +178,10 @@ class EnvJob(JobSpec, GRPOConfig):
     def _fill_per_env_defaults(self) -> None:
         """Options left None take their env family's defaults (the solved threshold is filled in
         by :func:`train`, once the env is known to exist and fit)."""
+        unset = {name for name in per_env(self.env_id) if getattr(self, name) is None}
         for name, value in per_env(self.env_id).items():
-            if getattr(self, name) is None:
+            if name in unset:
                 setattr(self, name, value)
+        if "minibatch_tokens" in unset and (self.num_minibatches != 1 or token_minibatch_conflict(
+                self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold)):
+            self.minibatch_tokens = 0  # the env's default yields to minibatches of whole episodes

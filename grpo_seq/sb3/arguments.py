@@ -86,6 +86,8 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
         raise UsageError("GRPO(eval_every=...): evaluation during learn needs an env with a registered id")
     kw = {**(per_env(env_id) if env_id else ENV_DEFAULTS["cartpole"]), **SURFACE_OWN, "eval_every": 0, **ours,
           **(surface or {})}
+    if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
+        kw.pop("minibatch_tokens", None)
     for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
                            ("group_size", "num_generations"), ("ent_coef", "ent_coef")):
         if sb3.get(sb3_name) is not None:

@@ -37,6 +37,17 @@ def test_an_env_spec_fills_its_env_familys_defaults_once_built():
     assert spec_from_dict(spec_to_dict(acrobot)) == acrobot
 
 
+def test_an_envs_minibatches_of_env_steps_yield_to_a_loss_over_whole_episodes():
+    assert EnvJob(env_id="Acrobot-v1").minibatch_tokens == 1024 and EnvJob(env_id="CartPole-v1").minibatch_tokens == 0
+    # Dr. GRPO's sum over a constant and GSPO's one ratio per episode take no minibatch of steps: left
+    # unset, the env's default gives way (given, it is refused by name, as GRPOConfig's)
+    assert EnvJob(env_id="Acrobot-v1", loss_type="dr_grpo").minibatch_tokens == 0
+    assert EnvJob(env_id="Acrobot-v1", importance_sampling_level="sequence").minibatch_tokens == 0
+    assert EnvJob(env_id="Acrobot-v1", num_minibatches=2).minibatch_tokens == 0
+    with pytest.raises(ValueError, match="GRPOConfig.minibatch_tokens: needs a token-mean loss"):
+        EnvJob(env_id="Acrobot-v1", loss_type="dr_grpo", minibatch_tokens=256)
+
+
 def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
     spec = spec_from_dict({"kind": "env", "learning_rate": 1, "gamma": 1})
     assert spec.learning_rate == 1.0 and isinstance(spec.learning_rate, float)
