@@ -241,12 +241,25 @@ def lm_family_ablation() -> tuple[str, list]:
             "DAPO's dynamic sampling drops the groups whose rewards are all equal (mostly all wrong here) before "
             "training, so its figure is not comparable with the others', while held-out accuracy is. Seconds: the "
             "median step (DAPO's include drawing groups to replace the dropped ones). Variants the seeds separate "
-            f"from the defaults: {', '.join(apart) or 'none'}. A task with headroom rather than GSM8K, which the base "
+            f"from the defaults: {', '.join(apart) or 'none'}. {lm_family_decision(summary, apart)} "
+            "A task with headroom rather than GSM8K, which the base "
             "model solves about 1% of the time: 20 steps there move only the answer's format.\n\n"
             + provenance(d["meta"][-1] | {"command": [m["command"] for m in d["meta"]]}) + "\n"
             + table(["variant", "seeds", "held-out accuracy", "minus the defaults' (points)", "95% interval",
                      "training reward", "over the last 5 steps", "s/step"], rows))
     return text, []
+
+
+def lm_family_decision(summary: dict, apart: list) -> str:
+    """What the LM rows decide: the defaults stay unless a variant is separated from them; the
+    variants run on as many seeds as the defaults, with what a step costs them."""
+    base = summary["defaults"]
+    full = [v for v, sm in summary.items() if v != "defaults" and sm["runs"] >= base["runs"]]
+    costs = ", ".join(f"{v} {summary[v]['step_seconds'] / base['step_seconds']:.1f}x" for v in full)
+    if apart:
+        return ""
+    return ("The LM program's defaults stay: no variant scores apart from them"
+            + (f"; over all {base['runs']} seeds, the seconds a step costs against the defaults': {costs}." if full else "."))
 
 
 def mountaincar_regret() -> tuple[str, list]:
