@@ -119,3 +119,14 @@ def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
     assert [s["tokens_total"] for s in r0["steps"]] == list(itertools.accumulate(both))
     torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_processes"] == 2
+
+
+def test_minibatches_of_env_steps_on_two_processes(tmp_path):
+    # Each process has its own episodes, so its own count of steps; both cut them into the same
+    # number of minibatches (from the steps of both), or one would wait for the other's all-reduce
+    # until the timeout.
+    res = launch(["recipes/cartpole.py", "--total_env_steps", "3000", "--eval_every", "0", "--minibatch_tokens", "64",
+                  "--num_groups", "2", "--num_generations", "4", "--output_dir", str(tmp_path)], tmp_path)
+    assert res.returncode == 0, res.stderr[-4000:]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["perf/optimizer_steps"] for r in rows) > 1  # the steps of a batch were cut
