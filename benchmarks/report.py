@@ -929,7 +929,7 @@ def sb3_identity() -> str:
             for env, arms in d["summary"].items() for arm, s in arms.items()]
     return ('<!-- skip: next "trains every seed and arm" -->\n' + provenance(d["meta"]) + "\n"
             + f"Each seed trains {st['steps']} env steps as the test does and is evaluated over {st['eval_episodes']} "
-            + f"episodes; passed = a mean return of {st['threshold']} or more (the test's bar), median over the seeds, "
+            + f"episodes; passed = a mean return above {st['threshold']} (the test's bar), median over the seeds, "
             + f"and the return of the seed the test uses ({st['test_seed']}).\n\n"
             + table(["env", "arm", "passed", "median", f"seed {st['test_seed']}"], rows))
 

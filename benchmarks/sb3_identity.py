@@ -7,7 +7,7 @@ SB3 2.9.2's ``tests/test_identity.py::test_discrete`` trains on ``IdentityEnv(4)
 ``IdentityEnvMultiDiscrete(4)`` or ``IdentityEnvMultiBinary(4)`` (the action must repeat the
 observation; the two multi-dimensional ones have 16 joint actions, rewarded only when all are right)
 for 1200 env steps with ``gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256`` and one seed (3),
-then asks ``evaluate_policy`` for a mean return of 90 of 100 over 20 episodes. This runs the same
+then asks ``evaluate_policy`` for a mean return above 90 of 100 over 20 episodes. This runs the same
 training for every seed and arm: SB3's ``PPO``; our ``GRPO`` as the test calls it; and ``GRPO`` with
 PPO's minibatches of 64 env steps (``batch_size=64``) and advantages scaled by the rollout's std
 (``scale_rewards_level="batch"``). Writes benchmarks/results/sb3_identity/result.json;
@@ -62,7 +62,7 @@ def summarise(runs: list[dict]) -> dict:
             mine = [r for r in runs if r["env"] == env_name and r["arm"] == arm]
             if mine:
                 out.setdefault(env_name, {})[arm] = {
-                    "seeds": len(mine), "passed": sum(r["mean_return"] >= THRESHOLD for r in mine),
+                    "seeds": len(mine), "passed": sum(r["mean_return"] > THRESHOLD for r in mine),  # SB3 asserts >
                     "median": statistics.median(r["mean_return"] for r in mine),
                     "test_seed": next((r["mean_return"] for r in mine if r["seed"] == TEST_SEED), None)}
     return out

@@ -308,3 +308,15 @@ def test_sb3_suite_reads_each_cases_outcome_from_junit_xml(tmp_path):
                    "test_sb3_identity.py::test_discrete[env1-GRPO]": "xfailed", "test_sb3_logger.py::test_fps": "failed"}
     # a case is the same case whichever class it ran as
     assert sb3_suite.same_case("test_discrete[env1-GRPO]") == sb3_suite.same_case("test_discrete[env1-PPO]")
+
+
+def test_sb3_identity_counts_the_seeds_at_the_tests_bar_and_keeps_the_tests_seed():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import sb3_identity
+
+    runs = [{"env": "IdentityEnvMultiBinary", "arm": "PPO", "seed": s, "mean_return": r}
+            for s, r in [(2, 95.0), (3, 90.0), (4, 90.05)]]
+    got = sb3_identity.summarise(runs)["IdentityEnvMultiBinary"]["PPO"]
+    # evaluate_policy asserts mean > reward_threshold: 90 itself fails the test, 90.05 passes
+    assert got == {"seeds": 3, "passed": 2, "median": 90.05, "test_seed": 90.0}
+    assert sb3_identity.seed_list("0-2") == [0, 1, 2] and sb3_identity.seed_list("5") == [5]
