@@ -199,6 +199,9 @@ def family_ablation() -> tuple[str, list]:
             "defaults' objective and DAPO the defaults with dynamic sampling, while GSPO's one ratio per episode "
             "multiplies each step's advantage by the gradient of the episode's mean log-probability, which "
             "averages the step-wise credit over the episode; the arms with `--mu 4` show the clipping at work. "
+            "Acrobot's defaults are the exception: minibatches of 1,024 env steps (`--minibatch_tokens`), so after "
+            "a batch's first step the ratios move and the clipping ranges act; GSPO and Dr. GRPO, whose losses are "
+            "over whole episodes, take one step per batch there. "
             "Every run trains the env's whole budget "
             "(`total_env_steps`) and evaluates 10 greedy episodes every `eval_every` env steps ("
             + ", ".join(f"{e} {v:,}" for e, v in d["settings"]["eval_every"].items())
