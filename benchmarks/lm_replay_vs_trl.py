@@ -1,7 +1,9 @@
 """grpo-seq's updates against TRL's on the same completions, step after step.
 
-    python benchmarks/lm_replay_vs_trl.py --steps 20 --out benchmarks/results/lm_replay_vs_trl/result.json
-    python benchmarks/lm_replay_vs_trl.py --steps 20 --beta 0.04 --out benchmarks/results/lm_replay_vs_trl/result_beta0.04.json
+    python benchmarks/lm_replay_vs_trl.py --steps 20
+    python benchmarks/lm_replay_vs_trl.py --steps 20 --beta 0.04
+
+One record for both: ``records`` holds a run per beta, and a run replaces the one of its beta.
 
 The reward curves of lm_vs_trl.py differ by the luck of the draw: each system samples its own
 completions, and one solved group moves a step's mean reward by 0.12 to 0.25. This takes the
@@ -249,8 +251,10 @@ def main() -> None:
         temperatures = [a.temperature] + ([] if a.no_control else [1.0])
         result["runs"] = [run_ours(a, model, trl, Path(tmp) / "trl_final.safetensors", t) for t in temperatures]
     print_table(result)
-    if a.out:
-        record.prepare(a.out).write_text(json.dumps(result, indent=2))
+    if a.out:  # one record, a run per beta: this run replaces the one of its beta
+        kept = json.loads(a.out.read_text()) if a.out.exists() else {"records": {}}
+        kept["records"][str(a.beta)] = result
+        record.prepare(a.out).write_text(json.dumps(kept, indent=2))
 
 
 if __name__ == "__main__":

@@ -420,8 +420,9 @@ def lm_vs_trl_20steps() -> tuple[str, list]:
 
 def lm_replay() -> tuple[str, list]:
     rows, metas = [], []
-    for f in ("result.json", "result_beta0.04.json"):
-        d = load(f"lm_replay_vs_trl/{f}")
+    records = load("lm_replay_vs_trl/result.json")["records"]
+    for beta in sorted(records, key=float):
+        d = records[beta]
         metas.append(d["meta"])
         same = next(r for r in d["runs"] if r["score_temperature"] == d["settings"]["temperature"])
         control = next((r for r in d["runs"] if r["score_temperature"] == 1.0), None)

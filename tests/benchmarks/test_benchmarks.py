@@ -108,7 +108,7 @@ def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path):
                           "--reward_fns", "tiny_lm:length_reward", "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
-    same, control = json.loads(out.read_text())["runs"]
+    same, control = json.loads(out.read_text())["records"]["0.0"]["runs"]
     assert (same["score_temperature"], control["score_temperature"]) == (0.7, 1.0)
     for s in same["steps"]:
         assert s["rewards_max_abs_diff"] == 0 and s["mask_rows_differing"] == 0
