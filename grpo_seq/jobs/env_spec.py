@@ -178,10 +178,10 @@ class EnvJob(JobSpec, GRPOConfig):
     def _fill_per_env_defaults(self) -> None:
         """Options left None take their env family's defaults (the solved threshold is filled in
         by :func:`train`, once the env is known to exist and fit)."""
-        unset = {name for name in per_env(self.env_id) if getattr(self, name) is None}
-        for name, value in per_env(self.env_id).items():
-            if name in unset:
-                setattr(self, name, value)
+        defaults = per_env(self.env_id)
+        unset = {name for name in defaults if getattr(self, name) is None}
+        for name in unset:
+            setattr(self, name, defaults[name])
         if "minibatch_tokens" in unset and (self.num_minibatches != 1 or token_minibatch_conflict(
                 self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold)):
             self.minibatch_tokens = 0  # the env's default yields to minibatches of whole episodes
