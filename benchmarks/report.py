@@ -934,7 +934,10 @@ def sb3_identity() -> str:
     return ('<!-- skip: next "trains every seed and arm" -->\n' + provenance(d["meta"]) + "\n"
             + f"Each seed trains {st['steps']} env steps as the test does and is evaluated over {st['eval_episodes']} "
             + f"episodes; passed = a mean return above {st['threshold']} (the test's bar), median over the seeds, "
-            + f"and the return of the seed the test uses ({st['test_seed']}).\n\n"
+            + f"and the return of the seed the test uses ({st['test_seed']})."
+            + (f" CartPole without an id trains {cp['steps']:,} env steps with no other argument and passes at a "
+               f"greedy mean of at least {cp['threshold']} over {cp['eval_episodes']} episodes."
+               if (cp := st.get("cartpole")) else "") + "\n\n"
             + table(["env", "arm", "passed", "median", f"seed {st['test_seed']}"], rows))
 
 

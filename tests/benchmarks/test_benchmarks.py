@@ -320,3 +320,8 @@ def test_sb3_identity_counts_the_seeds_at_the_tests_bar_and_keeps_the_tests_seed
     # evaluate_policy asserts mean > reward_threshold: 90 itself fails the test, 90.05 passes
     assert got == {"seeds": 3, "passed": 2, "median": 90.05, "test_seed": 90.0}
     assert sb3_identity.seed_list("0-2") == [0, 1, 2] and sb3_identity.seed_list("5") == [5]
+    # CartPole without an id: its threshold 475 is reached at or above, and PPO is not an arm there
+    cart = [{"env": "CartPole without an id", "arm": "GRPO", "seed": s, "mean_return": r}
+            for s, r in [(0, 475.0), (1, 474.9), (3, 500.0)]]
+    assert sb3_identity.summarise(cart)["CartPole without an id"]["GRPO"]["passed"] == 2
+    assert "PPO" not in sb3_identity.arms_of("CartPole without an id") and "PPO" in sb3_identity.arms_of("IdentityEnv")
