@@ -256,11 +256,11 @@ def lm_family_ablation() -> tuple[str, list]:
 def lm_family_decision(summary: dict, apart: list) -> str:
     """What the LM rows decide: the defaults stay unless a variant is separated from them; the
     variants run on as many seeds as the defaults, with what a step costs them."""
+    if apart:
+        return ""
     base = summary["defaults"]
     full = [v for v, sm in summary.items() if v != "defaults" and sm["runs"] >= base["runs"]]
     costs = ", ".join(f"{v} {summary[v]['step_seconds'] / base['step_seconds']:.1f}x" for v in full)
-    if apart:
-        return ""
     return ("The LM program's defaults stay: no variant scores apart from them"
             + (f"; over all {base['runs']} seeds, the seconds a step costs against the defaults': {costs}." if full else "."))
 
