@@ -253,6 +253,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=record.default_out("control_vs_sb3"))
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows of the other envs already in --out (re-running one env of the suite)")
+    ap.add_argument("--extend", action="store_true",
+                    help="add --seeds to the --envs already in --out (every row there is kept; a seed it already "
+                    "has for an env is refused): more seeds for one env without re-running the others")
     ap.add_argument("--worker", choices=["sb3"], default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     every = lambda env_id: args.eval_every or EVAL_EVERY.get(env_id, 10_000)  # noqa: E731
@@ -284,6 +287,14 @@ def main() -> None:
         # rows the earlier record had itself kept: its note names the run that measured them
         args.earlier_note = earlier["note"] if str(earlier.get("note", "")).startswith(head) else (
             head + f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
+    if args.extend:
+        if args.merge:
+            ap.error("--extend and --merge: give one (--extend adds seeds, --merge re-runs envs)")
+        args.extend_envs = list(args.envs)
+        try:
+            rows, earlier_seeds, tasks_seeds = extend_record(args, thresholds)
+        except ValueError as e:
+            ap.error(f"--extend: {e}")
     fresh = [e for e in args.envs if not any(r["env_id"] == e and r["system"] in args.systems for r in rows)]
     # one system re-run beside the other's kept rows: on the seeds of those rows
     paired = lambda e: e in earlier_seeds and any(r["env_id"] == e for r in rows)  # noqa: E731
@@ -291,6 +302,11 @@ def main() -> None:
                           args.long_seeds if args.long_seeds and e in LONG else args.seeds)
     tasks = [(env_id, seed, system) for env_id in fresh for k, seed in enumerate(seeds_of(env_id))
              for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]) if system in args.systems]
+    if args.extend:  # the new seeds of every named env; the record's seeds are the old and the new
+        fresh = list(tasks_seeds)
+        seeds_of = lambda e: sorted(earlier_seeds.get(e, []) + tasks_seeds.get(e, []))  # noqa: E731
+        tasks = [(env_id, seed, system) for env_id, new in tasks_seeds.items() for k, seed in enumerate(new)
+                 for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]) if system in args.systems]
 
     def one(task: tuple[str, int, str]) -> dict[str, Any]:
         env_id, seed, system = task
@@ -315,11 +331,38 @@ def main() -> None:
     print(f"{time.perf_counter() - t0:.0f} s in all")
 
 
+def extend_record(args: argparse.Namespace, thresholds: dict[str, float]) -> tuple[list, dict, dict]:
+    """``--extend``: the record's rows and seeds, and the new seeds of each env in ``--envs``; sets
+    what ``write`` adds to the meta block (the earlier commands, and a note of what this run added)."""
+    if not args.out.exists():
+        raise ValueError(f"{args.out} does not exist (run without --extend first)")
+    kept = json.loads(args.out.read_text())
+    earlier_seeds = {e: list(s) for e, s in kept["settings"]["seeds"].items()}
+    clash = {e: sorted(set(args.seeds) & set(earlier_seeds.get(e, []))) for e in args.envs}
+    if any(clash.values()):
+        raise ValueError(f"{args.out} already has seeds {clash} (give new --seeds)")
+    args.envs = kept["settings"]["envs"] + [e for e in args.envs if e not in kept["settings"]["envs"]]
+    thresholds.update(kept["settings"]["thresholds"])
+    rows = kept["rows"]
+    for r in rows:
+        r.setdefault("from_commit", kept["meta"].get("commit"))
+    earlier = kept["meta"]
+    args.earlier_commands = [earlier["command"]] if isinstance(earlier["command"], str) else list(earlier["command"])
+    now = record.meta()
+    new = {e: list(args.seeds) for e in args.envs if e in args.extend_envs}
+    added = "; ".join(f"{e} seeds {', '.join(map(str, s))} ({', '.join(args.systems)})" for e, s in new.items())
+    args.earlier_note = "; ".join(n for n in (earlier.get("note", ""), f"{added} added by `{now['command']}` at commit "
+                                              f"{str(now['commit'])[:10]}, {now['date']}") if n)
+    return rows, earlier_seeds, new
+
+
 def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, float], every, seeds_of) -> None:
     envs = [e for e in args.envs if any(r["env_id"] == e for r in rows)]
     meta = record.meta()
     if getattr(args, "earlier_note", None):
         meta["note"] = args.earlier_note
+    if getattr(args, "earlier_commands", None):
+        meta["command"] = args.earlier_commands + [meta["command"]]
     result = {"meta": meta, "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
                                                    "stop_after": args.stop_after, "jobs": args.jobs,
                                                    "eval_every": {e: every(e) for e in envs},

@@ -325,3 +325,38 @@ def test_sb3_identity_counts_the_seeds_at_the_tests_bar_and_keeps_the_tests_seed
             for s, r in [(0, 475.0), (1, 474.9), (3, 500.0)]]
     assert sb3_identity.summarise(cart)["CartPole without an id"]["GRPO"]["passed"] == 2
     assert "PPO" not in sb3_identity.arms_of("CartPole without an id") and "PPO" in sb3_identity.arms_of("IdentityEnv")
+
+
+def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot needs the bench extra: pip install -e '.[bench]'")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import argparse
+
+        import control_vs_sb3 as c
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "r.json"
+    kept = {"meta": {"command": "python benchmarks/control_vs_sb3.py --seeds 0 1", "commit": "abc", "date": "d"},
+            "settings": {"envs": ["CartPole-v1", "Acrobot-v1"], "seeds": {"CartPole-v1": [0, 1], "Acrobot-v1": [0, 1]},
+                         "thresholds": {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}},
+            "rows": [{"env_id": e, "system": s, "seed": k} for e in ("CartPole-v1", "Acrobot-v1")
+                     for s in c.SYSTEMS for k in (0, 1)]}
+    out.write_text(json.dumps(kept))
+    before = out.read_text()
+    # a seed the record has for the env: exit 2, one error line naming it, the record untouched
+    res = subprocess.run([sys.executable, "benchmarks/control_vs_sb3.py", "--envs", "CartPole-v1", "--seeds", "1", "2",
+                          "--extend", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "error: --extend:" in res.stderr and "'CartPole-v1': [1]" in res.stderr
+    assert out.read_text() == before
+
+    args = argparse.Namespace(out=out, seeds=[2, 3], envs=["CartPole-v1"], extend_envs=["CartPole-v1"],
+                              systems=list(c.SYSTEMS))
+    thresholds = {"CartPole-v1": 475.0}
+    rows, earlier, new = c.extend_record(args, thresholds)
+    assert len(rows) == 8 and new == {"CartPole-v1": [2, 3]}  # every row kept; new seeds for the named env only
+    assert earlier == {"CartPole-v1": [0, 1], "Acrobot-v1": [0, 1]}
+    assert args.envs == ["CartPole-v1", "Acrobot-v1"] and thresholds["Acrobot-v1"] == -100.0
+    assert args.earlier_commands == [kept["meta"]["command"]]
+    assert args.earlier_note.startswith("CartPole-v1 seeds 2, 3 (ours, sb3) added by `")
