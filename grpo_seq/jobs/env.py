@@ -101,7 +101,7 @@ def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None
         if spec.exploration_bonus > 0 and obs_scale is not None else None
     return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations,
                            seed=spec.seed + 1_000_003 * process_index, max_episode_steps=spec.max_episode_steps,
-                           env_fn=env_fn, reward_fn=reward_fn, bonus=bonus)
+                           env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob)
 
 
 @dataclass

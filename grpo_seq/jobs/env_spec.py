@@ -72,6 +72,14 @@ class EnvJob(JobSpec, GRPOConfig):
                   "(NoveltyBonus): it breaks ties where every episode of a group ends alike; 0 turns it off. "
                   f"Evaluation reports the env's own return. {PER_ENV}."},
     )
+    branch_prob: float = field(
+        default=0.0,
+        metadata={"help": "Each group starts, with this probability, from a state the previous rollout visited (a copy "
+                  "of the env at a step drawn uniformly from all its steps) instead of a reset: its members differ "
+                  "only from that state on, so the advantage of each action near it is a comparison at one state "
+                  "(per-step credit, without a critic). Needs an env that copy.deepcopy can copy; 0: every group "
+                  "starts at reset."},
+    )
     bonus_bins: int = field(
         default=20, metadata={"help": "NoveltyBonus cells per [-obs_scale, obs_scale] span of each dimension."}
     )
@@ -171,6 +179,7 @@ class EnvJob(JobSpec, GRPOConfig):
             require(self, "max_episode_steps", self.max_episode_steps >= 1, "must be >= 1")
         require(self, "stop_after_solved", self.stop_after_solved >= 0, "must be >= 0 (0: never stop early)")
         require(self, "exploration_bonus", self.exploration_bonus >= 0, "must be >= 0 (0: none)")
+        require(self, "branch_prob", 0 <= self.branch_prob < 1, "must be in [0, 1) (0: every group starts at reset)")
         require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
         require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
                 "every divisor must be a finite number > 0")

@@ -13,6 +13,7 @@ from ..batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
 from .base import RandomStreams
+from .branching import StateReservoir, clone_env
 from .novelty import NoveltyBonus
 from .snapshot import env_name
 from .spaces import CodecWrapper, SpaceCodec
@@ -124,6 +125,10 @@ class EnvGroupSampler(RandomStreams):
     ``bonus``: an exploration bonus added to each step's training reward, e.g. a
     :class:`~grpo_seq.sampling.novelty.NoveltyBonus` that breaks ties between members; the batch's
     ``reward/env_return`` metric is the env's own mean episode return, without it.
+    ``branch_prob``: each group starts, with this probability, from a state the previous rollout
+    visited (a copy of one of its envs at a step drawn uniformly from all its steps,
+    :mod:`grpo_seq.sampling.branching`) instead of a reset; ``last_branched`` marks those
+    episodes, whose returns count from the branch state (``reward/env_return`` leaves them out).
     """
 
     def __init__(
@@ -139,6 +144,7 @@ class EnvGroupSampler(RandomStreams):
         bonus: NoveltyBonus | None = None,
         env_objects: list[gym.Env] | None = None,
         obs_transform: Callable[[np.ndarray], np.ndarray] | None = None,
+        branch_prob: float = 0.0,
     ):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
@@ -148,8 +154,14 @@ class EnvGroupSampler(RandomStreams):
         self.num_envs = num_groups * group_size
         self.reward_fn, self.bonus, self.obs_transform = reward_fn, bonus, obs_transform
         self.last_raw_obs: np.ndarray | None = None
+        if not 0.0 <= branch_prob < 1.0:
+            raise ValueError(f"branch_prob must be in [0, 1), got {branch_prob}")
+        if branch_prob and env_objects:
+            raise UsageError("branch_prob > 0 starts groups on copies of an env, and the envs given are stepped in "
+                             "place (env_objects); pass env_fn instead, or branch_prob 0")
+        self.branch_prob = branch_prob
         self._vector = env_fn is None and not env_objects and env_id in _STATE_COPY_ENVS \
-            and self.num_envs >= _VECTOR_MIN_ENVS
+            and self.num_envs >= _VECTOR_MIN_ENVS and not branch_prob
         self._wave = min(len(env_objects), self.num_envs) if env_objects else self.num_envs
         if self._vector:
             self.envs, _ = make_vector_env(env_id, self.num_envs, env_kwargs)
@@ -170,6 +182,9 @@ class EnvGroupSampler(RandomStreams):
         self.rng = np.random.default_rng(seed)
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
         self.action_rng = np.random.default_rng(int(self.rng.integers(2**63 - 1)))
+        # drawn only when branching, so that a run without it keeps its random streams
+        self._reservoir = StateReservoir(num_groups, int(self.rng.integers(2**63 - 1))) if branch_prob else None
+        self.last_branched = np.zeros(self.num_envs, dtype=bool)
         self.env_steps = 0
         # The most env steps the next sample may take (None: no cap); the job sets it to what is
         # left of its budget, so that a run never overruns --total_env_steps by a step's worth.
@@ -183,12 +198,30 @@ class EnvGroupSampler(RandomStreams):
         state[:] = np.repeat(first, G, axis=1)
         return state.T.astype(np.float32)
 
-    def _reset(self, group_seeds: np.ndarray, episodes: range) -> np.ndarray:
-        """Reset the envs of ``episodes`` (the k-th of them on ``env_list[k]``), each with its group's seed."""
-        return np.stack([
-            np.asarray(self.env_list[k].reset(seed=int(group_seeds[i // self.group_size]))[0], dtype=np.float32)
-            for k, i in enumerate(episodes)
-        ])
+    def _reset(self, group_seeds: np.ndarray, episodes: range, starts: list) -> np.ndarray:
+        """Reset the envs of ``episodes`` (the k-th of them on ``env_list[k]``), each with its group's
+        seed; a group with a start (``starts``: per group, None or a visited state) gets copies of it."""
+        rows = []
+        for k, i in enumerate(episodes):
+            start = starts[i // self.group_size]
+            if start is None:
+                rows.append(self.env_list[k].reset(seed=int(group_seeds[i // self.group_size]))[0])
+            else:
+                self.env_list[k].close()
+                self.env_list[k] = clone_env(start[0])
+                rows.append(start[1])
+        return np.stack([np.asarray(r, dtype=np.float32) for r in rows])
+
+    def _branch_starts(self) -> list:
+        """Per group: None (a reset) or, with probability ``branch_prob``, one of the states the
+        previous rollout's reservoir kept (each given to one group at most)."""
+        if self._reservoir is None:
+            return [None] * self.num_groups
+        pending = self._reservoir.take()
+        draws = self.rng.random(self.num_groups) < self.branch_prob
+        starts = [pending.pop() if d and pending else None for d in draws]
+        self.last_branched = np.repeat([s is not None for s in starts], self.group_size)
+        return starts
 
     def _roll_vector(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
                      rew_buf: np.ndarray, mask_buf: np.ndarray, caps: np.ndarray) -> int:
@@ -218,6 +251,7 @@ class EnvGroupSampler(RandomStreams):
         running = list(range(len(caps)))
         lengths = caps.tolist()  # an episode still running at its cap fills its share of the buffer
         cut = [False] * len(caps)
+        keep = self._reservoir
         t = 0
         while t < len(act_buf) and running:
             obs_buf[t] = obs
@@ -225,6 +259,8 @@ class EnvGroupSampler(RandomStreams):
             act_buf[t] = actions
             still = []
             for i in running:
+                if keep is not None and t:  # a state inside an episode, before its step: one to branch from
+                    keep.offer(self.env_list[i], obs[i])
                 # A numpy integer, not a Python int: Discrete.contains checks an int's range
                 # through np.iinfo, a quarter of a CartPole step (benchmarks/env_step_cost.py).
                 o, r, terminated, truncated, _ = self.env_list[i].step(actions[i])
@@ -248,10 +284,11 @@ class EnvGroupSampler(RandomStreams):
         """Every episode, ``len(env_list)`` at a time (all at once unless the envs are the caller's
         own objects); returns the most steps any took. Each wave writes its own columns of the buffers."""
         group_seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
+        starts = self._branch_starts()
         t = 0
         for a in range(0, self.num_envs, self._wave):
             cols = slice(a, min(a + self._wave, self.num_envs))
-            obs = self._reset(group_seeds, range(cols.start, cols.stop))
+            obs = self._reset(group_seeds, range(cols.start, cols.stop), starts)
             t = max(t, self._roll_one_by_one(act, obs, obs_buf[:, cols], act_buf[:, cols], rew_buf[:, cols],
                                              mask_buf[:, cols], caps[cols]))
         return t
@@ -316,6 +353,11 @@ class EnvGroupSampler(RandomStreams):
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
         step_rewards = torch.from_numpy(np.ascontiguousarray(rew_buf[:t].T))
         self.env_steps += int(mask.sum())
+        metrics = {"reward/env_return": float(np.mean(self.last_episode_returns))}
+        if self._reservoir is not None:  # a branched episode's return counts from its branch state only
+            from_reset = [r for r, b in zip(self.last_episode_returns, self.last_branched) if not b]
+            metrics = {"reward/env_return": float(np.mean(from_reset))} if from_reset else {}
+            metrics["sampling/branched_groups"] = float(self.last_branched.sum() // self.group_size)
         return RolloutBatch(
             context=torch.from_numpy(np.ascontiguousarray(obs_buf[:t].transpose(1, 0, 2))),
             tokens=torch.from_numpy(np.ascontiguousarray(act_buf[:t].T)),
@@ -324,7 +366,7 @@ class EnvGroupSampler(RandomStreams):
             group_size=self.group_size,
             rewards=step_rewards.sum(-1),
             step_rewards=step_rewards,
-            metrics={"reward/env_return": float(np.mean(self.last_episode_returns))},
+            metrics=metrics,
         )
 
     def episode_caps(self) -> np.ndarray:
@@ -349,12 +391,17 @@ class EnvGroupSampler(RandomStreams):
         """Where the sampler's random streams stand (JSON-able), for checkpoints: every start
         state comes from a reset seeded by ``rng``, so this and the bonus's counts are all a
         resumed run needs."""
-        return {**super().state_dict(), "bonus": self.bonus.state_dict() if self.bonus is not None else None}
+        state = {**super().state_dict(), "bonus": self.bonus.state_dict() if self.bonus is not None else None}
+        if self._reservoir is not None:
+            state["branching"] = self._reservoir.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         if self.bonus is not None and state.get("bonus") is not None:
             self.bonus.load_state_dict(state["bonus"])
+        if self._reservoir is not None and state.get("branching") is not None:
+            self._reservoir.load_state_dict(state["branching"])
 
     def close(self) -> None:
         for env in [self.envs] if self._vector else self.env_list:
