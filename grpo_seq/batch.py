@@ -167,6 +167,19 @@ class RolloutBatch:
         text = self.text.select(index.tolist()) if self.text is not None else None
         return dataclasses.replace(self, **rows, text=text, partial=True)
 
+    def steps(self, where: Tensor) -> "RolloutBatch":
+        """The tokens at ``where`` (``(k, 2)``: row and position of each) as ``k`` outputs of one
+        token each, with their output's per-output fields, marked ``partial``: a minibatch of env
+        steps for a policy that scores each token from its own context alone. Only env rollouts
+        (an observation per token, no prompt, one token per step) can be cut so."""
+        if self.context.dim() != 3 or self.prompt_mask is not None or self.step_index is not None or self.text is not None:
+            raise ValueError("RolloutBatch.steps: only an env rollout, with one observation per token, splits into steps")
+        r, t = where[:, 0], where[:, 1]
+        per_token = (*_PER_TOKEN, "tokens", "context")
+        picked = {name: getattr(self, name)[r, t].unsqueeze(1) if name in per_token else getattr(self, name)[r]
+                  for name in (*_PER_OUTPUT, "tokens") if getattr(self, name) is not None}
+        return dataclasses.replace(self, **picked, partial=True)
+
     def to(self, device: torch.device | str) -> "RolloutBatch":
         if self.tokens.device == torch.device(device):
             return self

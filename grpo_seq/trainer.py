@@ -404,32 +404,46 @@ class GRPOTrainer:
             if REDUCTIONS[cfg.loss_type] == "dapo":  # the step's tokens per optimizer step and process
                 self._step_tokens = per_process / parts
         for _ in range(cfg.mu):
-            for part, idx in self._minibatches(batch, parts):
+            for part, idx, part_live in self._minibatches(batch, parts, live):
                 before = self._entropy_sums(stats)
-                stats.losses.append(self._accumulate_gradients(part, idx, live, stats))
+                stats.losses.append(self._accumulate_gradients(part, idx, part_live, stats))
                 stats.grad_norms.append(torch.as_tensor(self._optimizer_step(), device=self.accelerator.device)
                                         .detach().float())
                 self._adapt_entropy(stats, before)
         return stats
 
-    def _minibatches(self, batch: RolloutBatch, parts: int) -> Iterator[tuple[RolloutBatch, Tensor]]:
-        """One pass's minibatches as ``(batch, rows)``: ``parts`` random sets of whole outputs, or with
-        ``minibatch_tokens`` ``parts`` random sets of the batch's tokens, as PPO draws env steps: every
-        output stays in, and a copy of the batch whose mask holds only those tokens carries them."""
+    def _minibatches(self, batch: RolloutBatch, parts: int, live: Tensor) -> Iterator[tuple[RolloutBatch, Tensor, Tensor]]:
+        """One pass's minibatches as ``(batch, rows, live)``: ``parts`` random sets of whole outputs,
+        or with ``minibatch_tokens`` ``parts`` random sets of the batch's tokens, as PPO draws env
+        steps. A policy that scores each step on its own (``scores_steps_independently``) gets
+        those steps as one-step outputs (:meth:`RolloutBatch.steps`); any other runs every output
+        forward, in a copy of the batch whose mask holds only those tokens. The loss is the same."""
         B, device = batch.batch_size, self.accelerator.device
         if not self.config.minibatch_tokens:
             order = torch.randperm(B, generator=self.shuffle_gen) if parts > 1 else torch.arange(B)
             # equal parts (dynamic sampling may keep a batch that num_minibatches does not divide)
             for idx in order.tensor_split(parts):
-                yield batch, idx.to(device)
+                yield batch, idx.to(device), live
             return
         where = batch.mask.nonzero()
         order = torch.randperm(len(where), generator=self.shuffle_gen).to(where.device)
         every = torch.arange(B, device=device)
+        flat = self._scores_steps(batch)
         for pick in order.tensor_split(parts):
+            at = where[pick]
+            if flat:
+                yield batch.steps(at), torch.arange(len(at), device=device), live[at[:, 0]]
+                continue
             mask = torch.zeros_like(batch.mask)
-            mask[where[pick, 0], where[pick, 1]] = True
-            yield dataclasses.replace(batch, mask=mask), every
+            mask[at[:, 0], at[:, 1]] = True
+            yield dataclasses.replace(batch, mask=mask), every, live
+
+    def _scores_steps(self, batch: RolloutBatch) -> bool:
+        """Whether a minibatch of ``batch``'s tokens may be scored as one-step outputs: a policy that
+        reads each token's own observation only, an env rollout, and no sampler correction (whose
+        sequence modes need whole outputs)."""
+        return (getattr(self.policy, "scores_steps_independently", False) and batch.context.dim() == 3
+                and batch.prompt_mask is None and batch.step_index is None and batch.sampler_logp is None)
 
     def _entropy_sums(self, stats: UpdateStats) -> Tensor | None:
         """``[sum of token entropies, tokens]`` trained so far this step (adaptive entropy only)."""

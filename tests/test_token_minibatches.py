@@ -18,17 +18,61 @@ def make_trainer(**overrides) -> GRPOTrainer:
     return GRPOTrainer(cfg, CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
 
 
+class MaskedScoring(CategoricalMLPPolicy):
+    """The same MLP, scored as any sequence policy is: every output forward under a mask."""
+
+    scores_steps_independently = False
+
+
+def masked_trainer(**overrides) -> GRPOTrainer:
+    trainer = make_trainer(**overrides)
+    torch.manual_seed(trainer.config.seed)
+    policy = MaskedScoring(trainer.sampler.obs_dim, trainer.sampler.num_actions)
+    return GRPOTrainer(trainer.config, policy, EnvGroupSampler("CartPole-v1", 2, 4, seed=0), Accelerator(cpu=True))
+
+
 def test_a_pass_splits_the_tokens_into_disjoint_near_equal_parts_of_every_output():
-    trainer = make_trainer(minibatch_tokens=40)
+    trainer = masked_trainer(minibatch_tokens=40)
     trainer.step()
     batch = trainer.last_batch
-    parts = list(trainer._minibatches(batch, 3))
-    masks = torch.stack([part.mask for part, _ in parts]).long()
+    live = torch.ones(batch.batch_size, dtype=torch.bool)
+    parts = list(trainer._minibatches(batch, 3, live))
+    masks = torch.stack([part.mask for part, _, _ in parts]).long()
     assert torch.equal(masks.sum(0).bool(), batch.mask) and masks.sum(0).max() == 1  # each token in one part
     sizes = masks.sum((1, 2)).tolist()
     assert sum(sizes) == batch.mask.sum() and max(sizes) - min(sizes) <= 1
-    assert all(torch.equal(rows, torch.arange(batch.batch_size)) for _, rows in parts)  # every output forward
-    assert all(torch.equal(part.advantages, batch.advantages) for part, _ in parts)
+    assert all(torch.equal(rows, torch.arange(batch.batch_size)) for _, rows, _ in parts)  # every output forward
+    assert all(torch.equal(part.advantages, batch.advantages) for part, _, _ in parts)
+
+
+def test_an_mlp_policy_gets_each_part_as_one_step_outputs_holding_those_steps():
+    trainer = make_trainer(minibatch_tokens=40)
+    trainer.step()
+    batch = trainer.last_batch
+    live = torch.arange(batch.batch_size) != 1  # output 1 has no gradient
+    parts = list(trainer._minibatches(batch, 3, live))
+
+    def step(obs, action, advantage, group, has_grad):
+        return (*[round(float(x), 6) for x in obs], int(action), round(float(advantage), 6), int(group), bool(has_grad))
+
+    got = sorted(step(part.context[k, 0], part.tokens[k, 0], part.advantages[k, 0], part.group[k], part_live[k])
+                 for part, rows, part_live in parts for k in range(part.batch_size))
+    want = sorted(step(batch.context[r, t], batch.tokens[r, t], batch.advantages[r, t], batch.group[r], live[r])
+                  for r, t in batch.mask.nonzero())
+    assert got == want  # every step once, with its own observation, action, advantage, group and gradient flag
+    for part, rows, _ in parts:
+        assert part.tokens.shape[1] == 1 and bool(part.mask.all()) and torch.equal(rows, torch.arange(len(rows)))
+    sizes = [p.batch_size for p, _, _ in parts]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_one_step_outputs_train_exactly_as_every_output_forward_under_a_mask():
+    a, b = make_trainer(minibatch_tokens=64, mu=2), masked_trainer(minibatch_tokens=64, mu=2)
+    for _ in range(2):
+        ma, mb = a.step(), b.step()
+        assert ma["perf/optimizer_steps"] == mb["perf/optimizer_steps"] > 2
+    for x, y in zip(a.policy.parameters(), b.policy.parameters()):
+        assert torch.allclose(x, y, atol=1e-5)  # the same sums in another order
 
 
 def test_optimizer_steps_are_mu_times_the_tokens_over_the_minibatch_size():

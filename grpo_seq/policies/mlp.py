@@ -88,6 +88,9 @@ class CategoricalMLPPolicy(nn.Module):
 
     # its forward's entropies are differentiable, so GRPOConfig.ent_coef can train on them
     entropy_has_grad = True
+    # a token's log-prob reads its own observation only: the trainer may score a minibatch of env
+    # steps as that many one-step outputs instead of running every episode forward under a mask
+    scores_steps_independently = True
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
