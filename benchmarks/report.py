@@ -300,6 +300,25 @@ def mountaincar_regret() -> tuple[str, list]:
     return text, []
 
 
+def minibatch_cost() -> tuple[str, list]:
+    if not (RESULTS / "minibatch_cost/result.json").is_file():
+        return "", []
+    d = load("minibatch_cost/result.json")
+    rows = [[r["setting"], fmt(r["one-step"]["optimizer_steps"], ".0f"), fmt(r["one-step"]["train"], ".3f"),
+             fmt(r["masked"]["train"], ".3f"), fmt(r["train_ratio"]), fmt(r["step_ratio"])] for r in d["rows"]]
+    text = ("## Minibatches of env steps: one-step outputs against whole episodes under a mask\n\n"
+            "With `--minibatch_tokens` (the SB3 door's `batch_size`) each optimizer step trains on env steps drawn "
+            "from every episode. An MLP policy scores a step from its own observation, so the trainer gives it "
+            "those steps as one-step outputs; a policy that reads whole sequences runs every episode forward "
+            "under a mask, once per minibatch. Two trainers alike but for that, the same seed, alternating; "
+            f"medians over steps 2 to {d['settings']['steps']}. *train*: seconds of a step's forward/backward "
+            "passes and optimizer steps.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["setting", "optimizer steps a step", "train s, one-step", "train s, masked",
+                     "train, one-step / masked", "whole step, one-step / masked"], rows))
+    return text, []
+
+
 def lm_default_run() -> tuple[str, list]:
     d = load("lm_default_run/result.json")
     disk = d["disk_gb"]
@@ -647,7 +666,7 @@ def serve_load() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load):
         text, head = fn()
         if text:
