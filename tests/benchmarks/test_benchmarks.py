@@ -360,3 +360,18 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
     assert args.envs == ["CartPole-v1", "Acrobot-v1"] and thresholds["Acrobot-v1"] == -100.0
     assert args.earlier_commands == [kept["meta"]["command"]]
     assert args.earlier_note.startswith("CartPole-v1 seeds 2, 3 (ours, sb3) added by `")
+
+
+def test_minibatch_cost_times_both_scorings_of_the_same_updates(tmp_path):
+    out = tmp_path / "m.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
+    res = subprocess.run([sys.executable, "benchmarks/minibatch_cost.py", "--steps", "2", "--out", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert "--steps 2" in d["meta"]["command"] and len(d["rows"]) == 3
+    for r in d["rows"]:
+        # the same seed: both trainers sampled the same episodes and took the same optimizer steps
+        assert r["one-step"]["tokens"] == r["masked"]["tokens"]
+        assert r["one-step"]["optimizer_steps"] == r["masked"]["optimizer_steps"] >= 2
+        assert math.isclose(r["train_ratio"], r["one-step"]["train"] / r["masked"]["train"])
