@@ -174,6 +174,8 @@ class EnvGroupSampler(RandomStreams):
             spec = self.env_list[0].spec
             self.env_id = env_id = env_id or env_name(self.env_list[0])
         check_spaces(env_id, obs_space, act_space)
+        if branch_prob:  # an env that cannot be copied is refused now, not at the first branch mid-run
+            clone_env(self.env_list[0]).close()
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)
         limit = max_episode_steps or (spec.max_episode_steps if spec else None)
         if limit is None:

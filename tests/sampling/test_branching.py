@@ -80,6 +80,23 @@ def test_a_branched_group_starts_inside_an_earlier_episode_with_what_is_left_of_
     assert branched >= 4 and full >= branched - 1  # 8 draws at 0.9; the time limit carried over
 
 
+class HoldsALock(gym.Wrapper):
+    """An env holding something copy.deepcopy cannot copy (as a simulator handle would be)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def test_an_env_that_cannot_be_copied_is_refused_by_name_before_any_rollout():
+    make = lambda: HoldsALock(gym.make("Acrobot-v1"))  # noqa: E731
+    with pytest.raises(UsageError, match=r"Acrobot-v1 cannot be copied to branch groups .*--branch_prob 0"):
+        EnvGroupSampler(None, 1, 2, env_fn=make, branch_prob=0.5)
+    EnvGroupSampler(None, 1, 2, env_fn=make)  # without branching it is never copied
+
+
 def test_branching_is_refused_for_envs_stepped_in_place_and_out_of_range():
     with pytest.raises(UsageError, match="env_objects"):
         EnvGroupSampler(None, 1, 2, env_objects=[gym.make("CartPole-v1")], branch_prob=0.5)
