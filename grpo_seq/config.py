@@ -85,7 +85,8 @@ class GRPOConfig:
         default=0,
         metadata={
             "help": "Outputs per forward/backward pass; gradients accumulate over a minibatch's micro-batches "
-            "(exactly: the loss is normalised by the whole minibatch's counts). 0: the whole minibatch at once."
+            "(exactly: the loss is normalised by the whole minibatch's counts). 0: the whole minibatch at once. "
+            "With minibatch_tokens and an MLP policy each env step is an output (scored on its own)."
         },
     )
     skip_zero_advantage: bool = field(
