@@ -290,9 +290,8 @@ def main() -> None:
     if args.extend:
         if args.merge:
             ap.error("--extend and --merge: give one (--extend adds seeds, --merge re-runs envs)")
-        args.extend_envs = list(args.envs)
         try:
-            rows, earlier_seeds, tasks_seeds = extend_record(args, thresholds)
+            rows, earlier_seeds, tasks_seeds = extend_record(args, list(args.envs), thresholds)
         except ValueError as e:
             ap.error(f"--extend: {e}")
     fresh = [e for e in args.envs if not any(r["env_id"] == e and r["system"] in args.systems for r in rows)]
@@ -331,14 +330,14 @@ def main() -> None:
     print(f"{time.perf_counter() - t0:.0f} s in all")
 
 
-def extend_record(args: argparse.Namespace, thresholds: dict[str, float]) -> tuple[list, dict, dict]:
-    """``--extend``: the record's rows and seeds, and the new seeds of each env in ``--envs``; sets
+def extend_record(args: argparse.Namespace, named: list[str], thresholds: dict[str, float]) -> tuple[list, dict, dict]:
+    """``--extend``: the record's rows and seeds, and the new seeds of each env ``named``; sets
     what ``write`` adds to the meta block (the earlier commands, and a note of what this run added)."""
     if not args.out.exists():
         raise ValueError(f"{args.out} does not exist (run without --extend first)")
     kept = json.loads(args.out.read_text())
     earlier_seeds = {e: list(s) for e, s in kept["settings"]["seeds"].items()}
-    clash = {e: sorted(set(args.seeds) & set(earlier_seeds.get(e, []))) for e in args.envs}
+    clash = {e: sorted(set(args.seeds) & set(earlier_seeds.get(e, []))) for e in named}
     if any(clash.values()):
         raise ValueError(f"{args.out} already has seeds {clash} (give new --seeds)")
     args.envs = kept["settings"]["envs"] + [e for e in args.envs if e not in kept["settings"]["envs"]]
@@ -349,7 +348,7 @@ def extend_record(args: argparse.Namespace, thresholds: dict[str, float]) -> tup
     earlier = kept["meta"]
     args.earlier_commands = [earlier["command"]] if isinstance(earlier["command"], str) else list(earlier["command"])
     now = record.meta()
-    new = {e: list(args.seeds) for e in args.envs if e in args.extend_envs}
+    new = {e: list(args.seeds) for e in args.envs if e in named}
     added = "; ".join(f"{e} seeds {', '.join(map(str, s))} ({', '.join(args.systems)})" for e, s in new.items())
     args.earlier_note = "; ".join(n for n in (earlier.get("note", ""), f"{added} added by `{now['command']}` at commit "
                                               f"{str(now['commit'])[:10]}, {now['date']}") if n)

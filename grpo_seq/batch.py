@@ -167,12 +167,18 @@ class RolloutBatch:
         text = self.text.select(index.tolist()) if self.text is not None else None
         return dataclasses.replace(self, **rows, text=text, partial=True)
 
+    @property
+    def one_observation_per_token(self) -> bool:
+        """An env rollout whose every token has an observation of its own (no prompt, no step of
+        several tokens): what :meth:`steps` can cut."""
+        return self.context.dim() == 3 and self.prompt_mask is None and self.step_index is None and self.text is None
+
     def steps(self, where: Tensor) -> "RolloutBatch":
         """The tokens at ``where`` (``(k, 2)``: row and position of each) as ``k`` outputs of one
         token each, with their output's per-output fields, marked ``partial``: a minibatch of env
         steps for a policy that scores each token from its own context alone. Only env rollouts
         (an observation per token, no prompt, one token per step) can be cut so."""
-        if self.context.dim() != 3 or self.prompt_mask is not None or self.step_index is not None or self.text is not None:
+        if not self.one_observation_per_token:
             raise ValueError("RolloutBatch.steps: only an env rollout, with one observation per token, splits into steps")
         r, t = where[:, 0], where[:, 1]
         per_token = (*_PER_TOKEN, "tokens", "context")

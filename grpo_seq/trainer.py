@@ -442,8 +442,8 @@ class GRPOTrainer:
         """Whether a minibatch of ``batch``'s tokens may be scored as one-step outputs: a policy that
         reads each token's own observation only, an env rollout, and no sampler correction (whose
         sequence modes need whole outputs)."""
-        return (getattr(self.policy, "scores_steps_independently", False) and batch.context.dim() == 3
-                and batch.prompt_mask is None and batch.step_index is None and batch.sampler_logp is None)
+        return (getattr(self.policy, "scores_steps_independently", False) and batch.one_observation_per_token
+                and batch.sampler_logp is None)
 
     def _entropy_sums(self, stats: UpdateStats) -> Tensor | None:
         """``[sum of token entropies, tokens]`` trained so far this step (adaptive entropy only)."""

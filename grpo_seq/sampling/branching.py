@@ -15,27 +15,20 @@ steps deep-copies the env about ``size * (1 + ln(N / size))`` times, not ``N``.
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..errors import UsageError
-from .snapshot import env_name
+from . import snapshot
 
 __all__ = ["StateReservoir", "clone_env"]
 
 
 def clone_env(env: gym.Env) -> gym.Env:
-    """``copy.deepcopy(env)``, wrappers and time limit included; an env that cannot be copied is a
-    :class:`UsageError` naming it."""
-    try:
-        return copy.deepcopy(env)
-    except Exception as e:  # whatever the env holds: name the env, not the object deep inside it
-        raise UsageError(f"{env_name(env)} cannot be copied to branch groups from a visited state (copy.deepcopy "
-                         f"failed: {type(e).__name__}: {e}); use --branch_prob 0, or make the env deep-copyable") from e
+    """A copy of ``env`` as it stands (:func:`grpo_seq.sampling.snapshot.clone_env`), to branch a group from."""
+    return snapshot.clone_env(env, "branch groups from a visited state", "use --branch_prob 0")
 
 
 class StateReservoir:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import UsageError
 
-__all__ = ["Snapshotter", "env_name"]
+__all__ = ["Snapshotter", "clone_env", "env_name"]
 
 # Wrappers gym.make adds (and Stable-Baselines3's Monitor, which only records): none changes
 # what an observation or a reward is, so a bare env stepped from the copied state is the same.
@@ -30,6 +30,16 @@ def env_name(env: gym.Env) -> str:
     """The env's id where it has one, else its class name (for messages)."""
     spec = getattr(env, "spec", None)
     return spec.id if spec is not None else type(env.unwrapped).__name__
+
+
+def clone_env(env: gym.Env, purpose: str, remedy: str) -> gym.Env:
+    """``copy.deepcopy(env)``, wrappers and time limit included; an env that cannot be copied is a
+    :class:`UsageError` naming it, what the copy was for (``purpose``) and the way out (``remedy``)."""
+    try:
+        return copy.deepcopy(env)
+    except Exception as e:  # whatever the env holds: name the env, not the object deep inside it
+        raise UsageError(f"{env_name(env)} cannot be cloned to {purpose} (copy.deepcopy failed: {type(e).__name__}: "
+                         f"{e}); {remedy}, or make the env deep-copyable") from e
 
 
 def _wrapper_names(env: gym.Env) -> list[str]:
@@ -53,13 +63,7 @@ class Snapshotter:
     def copies(self, env: gym.Env, n: int) -> list[gym.Env]:
         if self._cartpole:
             return self._cartpole_copies(env, n)
-        try:
-            return [copy.deepcopy(env) for _ in range(n)]
-        except Exception as e:  # whatever the env holds: name the env, not the object deep inside it
-            raise UsageError(
-                f"{self.name} cannot be cloned to step alternatives from a state (copy.deepcopy failed: "
-                f"{type(e).__name__}: {e}); use group_mode='episodes', or make the env deep-copyable"
-            ) from e
+        return [clone_env(env, "step alternatives from a state", "use group_mode='episodes'") for _ in range(n)]
 
     def _cartpole_copies(self, env: gym.Env, n: int) -> list[gym.Env]:
         src = env.unwrapped

@@ -351,10 +351,9 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
     assert "error: --extend:" in res.stderr and "'CartPole-v1': [1]" in res.stderr
     assert out.read_text() == before
 
-    args = argparse.Namespace(out=out, seeds=[2, 3], envs=["CartPole-v1"], extend_envs=["CartPole-v1"],
-                              systems=list(c.SYSTEMS))
+    args = argparse.Namespace(out=out, seeds=[2, 3], envs=["CartPole-v1"], systems=list(c.SYSTEMS))
     thresholds = {"CartPole-v1": 475.0}
-    rows, earlier, new = c.extend_record(args, thresholds)
+    rows, earlier, new = c.extend_record(args, ["CartPole-v1"], thresholds)
     assert len(rows) == 8 and new == {"CartPole-v1": [2, 3]}  # every row kept; new seeds for the named env only
     assert earlier == {"CartPole-v1": [0, 1], "Acrobot-v1": [0, 1]}
     assert args.envs == ["CartPole-v1", "Acrobot-v1"] and thresholds["Acrobot-v1"] == -100.0

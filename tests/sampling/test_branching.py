@@ -92,7 +92,7 @@ class HoldsALock(gym.Wrapper):
 
 def test_an_env_that_cannot_be_copied_is_refused_by_name_before_any_rollout():
     make = lambda: HoldsALock(gym.make("Acrobot-v1"))  # noqa: E731
-    with pytest.raises(UsageError, match=r"Acrobot-v1 cannot be copied to branch groups .*--branch_prob 0"):
+    with pytest.raises(UsageError, match=r"Acrobot-v1 cannot be cloned to branch groups .*--branch_prob 0"):
         EnvGroupSampler(None, 1, 2, env_fn=make, branch_prob=0.5)
     EnvGroupSampler(None, 1, 2, env_fn=make)  # without branching it is never copied
 
