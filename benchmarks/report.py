@@ -941,7 +941,8 @@ def sb3_suite_counts() -> str:
             + f"{c['ppo']['failed']}; our `GRPO` passes **{c['grpo']['passed']}**, fails {c['grpo']['failed']} and is "
             + f"expected to fail {c['grpo']['xfailed']}. Skipped on the `PPO` side: {c['ppo']['skipped']}"
             + (f" ({'; '.join(skipped)})" if skipped else "") + f"; on the `GRPO` side: {c['grpo']['skipped']}. "
-            + "Passed by `PPO` and not by `GRPO`: " + ", ".join(f"`{n}`" for n in d["passed_by_ppo_only"]) + ".\n")
+            + "Passed by `PPO` and not by `GRPO`: " + (", ".join(f"`{n}`" for n in d["passed_by_ppo_only"]) or "none")
+            + ".\n")
 
 
 def sb3_identity() -> str:

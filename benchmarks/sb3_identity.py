@@ -8,11 +8,13 @@ SB3 2.9.2's ``tests/test_identity.py::test_discrete`` trains on ``IdentityEnv(4)
 observation; the two multi-dimensional ones have 16 joint actions, rewarded only when all are right)
 for 1200 env steps with ``gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256`` and one seed (3),
 then asks ``evaluate_policy`` for a mean return above 90 of 100 over 20 episodes. This runs the same
-training for every seed and arm: SB3's ``PPO``; our ``GRPO`` as the test calls it; and ``GRPO`` with
-PPO's minibatches of 64 env steps (``batch_size=64``) and advantages scaled by the rollout's std
-(``scale_rewards_level="batch"``). The other side of that choice: the same GRPO arms on CartPole
-built without a registered id (``TimeLimit(CartPoleEnv(), 500)``, so the door takes its defaults
-for an unknown env), 50,000 env steps with no other argument, passed = a greedy mean return of at
+training for every seed and arm: SB3's ``PPO``; our ``GRPO`` as the test calls it; ``GRPO`` without
+GiGPO's step groups at anchor states (``step_advantage_w=0``); and ``GRPO`` with the door's former
+defaults for an env without an id (advantages divided by each step's pair std, no anchor steps, one
+optimizer step a pass: ``batch_size=256``, the whole rollout). The other side of that choice: the
+GRPO arms that differ on it, on CartPole built without a registered id (``TimeLimit(CartPoleEnv(),
+500)``, so the door takes its defaults for an unknown env; anchors are void on its continuous
+states), 50,000 env steps with no other argument, passed = a greedy mean return of at
 least 475 over 10 episodes (its ``reward_threshold``). Writes benchmarks/results/sb3_identity/result.json;
 ``python benchmarks/report.py`` puts the table in docs/guides/sb3.md.
 """
@@ -28,8 +30,10 @@ from pathlib import Path
 import record  # benchmarks/record.py: default --out and the meta block
 
 TEST = dict(gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256)
-ARMS = {"PPO": None, "GRPO": {}, "GRPO, batch_size=64, scale_rewards_level=batch":
-        {"batch_size": 64, "scale_rewards_level": "batch"}}
+ANCHORS_OFF = "GRPO, step_advantage_w=0"
+FORMER = "GRPO, former defaults: scale_rewards=True, step_advantage_w=0, batch_size=256"
+ARMS = {"PPO": None, "GRPO": {}, ANCHORS_OFF: {"step_advantage_w": 0.0},
+        FORMER: {"scale_rewards": True, "step_advantage_w": 0.0, "batch_size": 256}}
 IDENTITY_ENVS = ("IdentityEnv", "IdentityEnvMultiDiscrete", "IdentityEnvMultiBinary")
 ENVS = (*IDENTITY_ENVS, "CartPole without an id")
 THRESHOLD, TEST_SEED = 90, 3
@@ -64,7 +68,9 @@ def one_run(arm: str, env_name: str, seed: int) -> float:
 
         env, test, steps, episodes = TimeLimit(CartPoleEnv(), 500), {}, CARTPOLE["steps"], CARTPOLE["eval_episodes"]
     venv = DummyVecEnv([lambda: env])
-    algo, extra = (PPO, {}) if ARMS[arm] is None else (GRPO, ARMS[arm])
+    algo, extra = (PPO, {}) if ARMS[arm] is None else (GRPO, dict(ARMS[arm]))
+    if env_name not in IDENTITY_ENVS:  # no n_steps there: the former defaults had no batch_size either
+        extra.pop("batch_size", None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = algo("MlpPolicy", venv, seed=seed, **test, **extra).learn(steps)
@@ -73,9 +79,9 @@ def one_run(arm: str, env_name: str, seed: int) -> float:
 
 
 def arms_of(env_name: str) -> list[str]:
-    """Every arm on the identity envs; the GRPO arms alone on CartPole (PPO's defaults there are
-    not what this compares)."""
-    return [a for a in ARMS if env_name in IDENTITY_ENVS or ARMS[a] is not None]
+    """Every arm on the identity envs; on CartPole the GRPO defaults and the former ones (PPO's
+    defaults there are not what this compares, and anchor states never repeat there)."""
+    return [a for a in ARMS if env_name in IDENTITY_ENVS or a in ("GRPO", FORMER)]
 
 
 def summarise(runs: list[dict]) -> dict:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
-    "discounted_returns", "compute_advantages", "steps_of_tokens", "centred_std",
+    "discounted_returns", "compute_advantages", "steps_of_tokens", "centred_std", "anchor_states",
+    "anchor_step_advantages", "anchor_advantages", "group_advantages",
 ]
 
 
@@ -276,7 +277,73 @@ def stepwise_return_advantages(
     return centred_t * mask_t
 
 
+def anchor_states(obs_t: Tensor, mask_t: Tensor) -> Tensor:
+    """GiGPO's anchor states (Feng et al. 2025, arXiv 2505.10978, eq. 6): ``(num_groups, G, T, D)``
+    observations to ``(num_groups, G, T)`` ids, equal exactly where two steps of one group (any
+    members, any step indices) saw the same observation vector; -1 outside ``mask_t``."""
+    n, g, t, d = obs_t.shape
+    group = torch.arange(n, device=obs_t.device, dtype=obs_t.dtype).view(n, 1, 1, 1).expand(n, g, t, 1)
+    rows = torch.cat([group, obs_t], dim=-1).reshape(-1, d + 1)
+    ids = torch.unique(rows, dim=0, return_inverse=True)[1].reshape(n, g, t)
+    return torch.where(mask_t.bool(), ids, torch.full_like(ids, -1))
+
+
+def anchor_step_advantages(returns_t: Tensor, mask_t: Tensor, anchors_t: Tensor, scale_by_std: bool = False) -> Tensor:
+    """GiGPO's step-relative advantages (arXiv 2505.10978, eq. 7): the steps that share an anchor
+    state form a step group, and each is compared with the others from that same state,
+
+        ``A^S_k = (R_k - mean_{j in S(k)} R_j) / F``,  F = the step group's Bessel std or 1,
+
+    where ``R`` is a step's return-to-go (:func:`discounted_returns`, eq. 5) and ``S(k)`` the steps
+    whose anchor id (:func:`anchor_states`) is ``k``'s. What GRPO's group baseline cannot give a
+    step in the middle of an episode, a baseline at that very state, comes from the batch itself:
+    no critic. A step group of one, or of equal returns, gets 0 (so do continuous states, which
+    never repeat exactly). ``(num_groups, G, T)`` in and out, 0 outside ``mask_t``.
+    """
+    _check_mask(returns_t, mask_t, "returns_t")
+    keep = mask_t.bool() & (anchors_t >= 0)
+    ids, ret = anchors_t[keep], returns_t[keep].double()
+    out = torch.zeros_like(returns_t)
+    if ids.numel() == 0:
+        return out
+    _, inv, count = torch.unique(ids, return_inverse=True, return_counts=True)
+    k = count.numel()
+    mean = ret.new_zeros(k).index_add_(0, inv, ret) / count
+    hi = ret.new_full((k,), -math.inf).scatter_reduce(0, inv, ret, "amax")
+    lo = ret.new_full((k,), math.inf).scatter_reduce(0, inv, ret, "amin")
+    flat = (hi == lo)[inv]
+    centred = torch.where(flat, torch.zeros_like(ret), ret - mean[inv])
+    if scale_by_std:
+        std = (ret.new_zeros(k).index_add_(0, inv, centred**2) / (count - 1).clamp(min=1)).sqrt()[inv]
+        centred = torch.where(flat, centred, centred / torch.where(std > 0, std, torch.ones_like(std)))
+    out[keep] = centred.to(out.dtype)
+    return out
+
+
 def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
+    """Per-token advantages ``(B, T)`` of a group-major batch: :func:`group_advantages`, plus, with
+    ``config.step_advantage_w`` > 0, that many times GiGPO's step advantages at anchor states
+    (eq. 8 of arXiv 2505.10978, ``A = A^E + w A^S``: :func:`anchor_advantages`)."""
+    adv = group_advantages(batch, config, reward_weights)
+    w = getattr(config, "step_advantage_w", 0.0)
+    return adv + w * anchor_advantages(batch, config) if w else adv
+
+
+def anchor_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
+    """:func:`anchor_step_advantages` of an env rollout ``(B, T)``: each step's observation is its
+    anchor, its return-to-go discounted by ``config.gamma``, divided by the step group's std where
+    ``config.scale_rewards`` (GiGPO's mean_std_norm; else its mean_norm)."""
+    if batch.step_rewards is None or not batch.one_observation_per_token:
+        raise ValueError("GRPOConfig.step_advantage_w: anchor states need an env rollout with an observation and a "
+                         "reward per step (not text, not a turn of several tokens); set step_advantage_w=0")
+    shape = (batch.num_groups, batch.group_size, batch.tokens.shape[1])
+    mask_t = batch.mask.reshape(shape)
+    ret_t = discounted_returns(batch.step_rewards.float() * batch.mask.float(), config.gamma).reshape(shape)
+    anchors_t = anchor_states(batch.context.reshape(*shape, -1), mask_t)
+    return anchor_step_advantages(ret_t, mask_t, anchors_t, config.scale_rewards).reshape(batch.batch_size, -1)
+
+
+def group_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
     """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says:
     ``outcome`` from ``batch.rewards`` (or, with ``multi_objective_aggregation=normalize_then_sum``,
     from ``batch.reward_components`` and ``reward_weights``: :func:`gdpo_advantages`),

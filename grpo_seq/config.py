@@ -146,6 +146,14 @@ class GRPOConfig:
             "with stopping instead of with nobody (False: those steps get advantage 0 and are never trained)."
         },
     )
+    step_advantage_w: float = field(
+        default=0.0,
+        metadata={"help": "GiGPO (verl-agent's name): add this many times a step-level advantage at anchor states "
+                  "to the group's: the steps of a group that saw exactly the same observation are compared by "
+                  "return-to-go (centred; divided by their std with scale_rewards), a baseline at that state "
+                  "without a critic. Env rollouts only; continuous states never repeat, so it changes nothing "
+                  "there (0: off)."},
+    )
     # -- the GRPO family: TRL 1.16's option names (verl's for the KL choices and dynamic sampling) --
     importance_sampling_level: str = field(
         default="token",
@@ -401,6 +409,8 @@ class GRPOConfig:
                      "entropy_target", "max_resample_rounds"):
             if getattr(self, name) < 0:
                 self._fail(name, "must be >= 0")
+        if self.step_advantage_w < 0:
+            self._fail("step_advantage_w", "must be >= 0 (0: no step-level advantage)")
         if not 0 <= self.top_entropy_quantile <= 1:
             self._fail("top_entropy_quantile", "must be in [0, 1] (1 keeps every token)")
         if not self.entropy_coef_min <= self.entropy_coef_max:

@@ -5,7 +5,10 @@ import math
 import pytest
 import torch
 
-from grpo_seq.advantages import discounted_returns, outcome_advantages, process_advantages, stepwise_return_advantages
+from grpo_seq.advantages import (
+    anchor_states, anchor_step_advantages, discounted_returns, outcome_advantages, process_advantages,
+    stepwise_return_advantages,
+)
 
 
 def test_outcome_advantages_hand_computed():
@@ -187,3 +190,84 @@ def test_members_apart_by_less_than_float32_can_square_still_get_the_usual_advan
     assert torch.allclose(step, torch.tensor([[[1.0, 1.0], [-1.0, -1.0]]]) / math.sqrt(2))
     batch = stepwise_return_advantages(torch.tensor([[[2e-38], [0.0]]]), torch.ones(1, 2, 1), level="batch")
     assert torch.isfinite(batch).all() and batch[0, 0, 0] > 0 > batch[0, 1, 0]
+
+
+def test_anchor_states_are_equal_observations_within_a_group():
+    # group 0: member 0 sees [0, 1, 0], member 1 sees [1, 0, 2] (one number per observation):
+    #   observation 0 at (0,0), (0,2), (1,1); observation 1 at (0,1), (1,0); 2 alone at (1,2)
+    # group 1 sees observation 0 too, but another group's steps are never compared: ids of its own
+    obs = torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]], [[0.0, 0.0, 5.0], [0.0, 5.0, 5.0]]]).unsqueeze(-1)
+    mask = torch.ones(2, 2, 3)
+    mask[1, 1, 2] = 0  # past the end of member 1's episode
+    ids = anchor_states(obs, mask)
+    g0 = ids[0]
+    assert g0[0, 0] == g0[0, 2] == g0[1, 1] and g0[0, 1] == g0[1, 0]
+    assert len({int(g0[0, 0]), int(g0[0, 1]), int(g0[1, 2])}) == 3
+    assert not set(ids[1][mask[1].bool()].tolist()) & set(g0.flatten().tolist())
+    assert ids[1, 1, 2] == -1
+
+
+def test_anchor_step_advantages_hand_computed():
+    # anchors as above (group 0); returns-to-go R = [[1, 2, 3], [4, 5, 6]]
+    #   observation 0: R = 1, 3, 5; mean 3 -> -2, 0, +2; Bessel std sqrt((4 + 0 + 4) / 2) = 2 -> -1, 0, 1
+    #   observation 1: R = 2, 4; mean 3 -> -1, +1; std sqrt(2) -> -1/sqrt(2), +1/sqrt(2)
+    #   observation 2: a step group of one -> 0
+    obs = torch.tensor([[[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]]]).unsqueeze(-1)
+    mask = torch.ones(1, 2, 3)
+    ret = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])
+    ids = anchor_states(obs, mask)
+    centred = anchor_step_advantages(ret, mask, ids)
+    torch.testing.assert_close(centred, torch.tensor([[[-2.0, -1.0, 0.0], [1.0, 2.0, 0.0]]]))
+    h = 1 / math.sqrt(2)
+    scaled = anchor_step_advantages(ret, mask, ids, scale_by_std=True)
+    torch.testing.assert_close(scaled, torch.tensor([[[-1.0, -h, 0.0], [h, 1.0, 0.0]]]))
+
+
+def test_anchor_step_advantages_are_zero_where_states_never_repeat_or_returns_tie():
+    obs = torch.randn(2, 3, 5, 4)  # continuous observations: every step its own anchor
+    mask = torch.ones(2, 3, 5)
+    ret = torch.randn(2, 3, 5)
+    assert anchor_step_advantages(ret, mask, anchor_states(obs, mask)).abs().max() == 0
+    same = torch.zeros(1, 2, 3, 1)  # one state everywhere, equal returns: no preference, exactly 0
+    tied = anchor_step_advantages(torch.full((1, 2, 3), 0.1), torch.ones(1, 2, 3), anchor_states(same, torch.ones(1, 2, 3)),
+                                  scale_by_std=True)
+    assert tied.abs().max() == 0
+
+
+def test_compute_advantages_adds_w_times_the_anchor_part_to_the_groups():
+    from grpo_seq.advantages import compute_advantages, group_advantages
+    from grpo_seq.batch import RolloutBatch
+    from grpo_seq.config import GRPOConfig
+
+    # one group of 2 episodes of 3 steps, observations as in the hand-computed case, reward 1 on
+    # a member's last step only; gamma 1: returns-to-go [[1, 1, 1], [1, 1, 1]] but member 1's
+    # episode is two steps long, so its returns are [1, 1] and its third step is padding
+    obs = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 2.0]]).unsqueeze(-1)
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]]).bool()
+    step_r = torch.tensor([[0.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
+    batch = RolloutBatch(context=obs, tokens=torch.zeros(2, 3, dtype=torch.long), mask=mask, group=torch.zeros(2, dtype=torch.long),
+                         group_size=2, rewards=step_r.sum(1), step_rewards=step_r)
+    cfg = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0, step_advantage_w=0.5)
+    # returns-to-go: member 0 [2, 2, 2], member 1 [1, 1, -]
+    # observation 0 at (0,0) R 2, (0,2) R 2, (1,1) R 1: mean 5/3 -> +1/3, +1/3, -2/3
+    # observation 1 at (0,1) R 2, (1,0) R 1: mean 1.5 -> +0.5, -0.5
+    anchor = torch.tensor([[1 / 3, 0.5, 1 / 3], [-0.5, -2 / 3, 0.0]])
+    expected = group_advantages(batch, cfg) + 0.5 * anchor
+    torch.testing.assert_close(compute_advantages(batch, cfg), expected)
+    off = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0)
+    torch.testing.assert_close(compute_advantages(batch, off), group_advantages(batch, off))
+
+
+def test_step_advantage_w_refuses_a_batch_without_an_observation_per_step():
+    from grpo_seq.advantages import compute_advantages
+    from grpo_seq.batch import RolloutBatch
+    from grpo_seq.config import GRPOConfig
+    from grpo_seq.errors import ConfigError
+
+    text = RolloutBatch(context=torch.ones(2, 4, dtype=torch.long), tokens=torch.ones(2, 3, dtype=torch.long),
+                        mask=torch.ones(2, 3).bool(), group=torch.zeros(2, dtype=torch.long), group_size=2,
+                        rewards=torch.tensor([0.0, 1.0]), step_rewards=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="step_advantage_w"):
+        compute_advantages(text, GRPOConfig(advantage="stepwise", beta=0.0, step_advantage_w=1.0))
+    with pytest.raises(ConfigError, match="step_advantage_w"):
+        GRPOConfig(step_advantage_w=-1.0)

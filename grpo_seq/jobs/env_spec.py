@@ -142,6 +142,13 @@ class EnvJob(JobSpec, GRPOConfig):
                   f"and are never trained. {PER_ENV}.",
                   "nargs": "?", "const": True},
     )
+    step_advantage_w: float | None = field(
+        default=None,
+        metadata={"help": "GiGPO's step-level advantage at anchor states, this many times (verl-agent's "
+                  "step_advantage_w): steps of a group that saw exactly the same observation (a discrete or "
+                  "one-hot state: FrozenLake, an identity task) are compared by return-to-go, a baseline at that "
+                  f"state. Continuous observations never repeat, so it changes nothing there; 0 turns it off. {PER_ENV}."},
+    )
     ent_coef: float | None = field(
         default=None,
         metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each step "

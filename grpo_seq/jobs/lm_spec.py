@@ -152,6 +152,8 @@ class LMJob(JobSpec, GRPOConfig):
         for name in ("generation_batch_size", "log_completions_every", "torch_threads", "top_k"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
+        require(self, "step_advantage_w", self.step_advantage_w == 0, "anchor states are env observations, one "
+                "per step; text has none yet (0: off)")
         check_threads(self)
         require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
         require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")

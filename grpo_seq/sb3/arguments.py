@@ -32,14 +32,26 @@ _NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "s
                "hidden_sizes", "obs_scale", "orthogonal_init", "max_episode_steps", "exploration_bonus")
 
 
+# An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
+# envs are): CartPole's family, with advantages centred only and GiGPO's step groups at anchor
+# states. Where observations repeat (a discrete state, one-hot) the steps from one state are
+# compared with each other, the per-state baseline a pair of episodes in unrelated states lacks;
+# centred, a difference made only by a reward far in the discounted future stays small instead of
+# being divided up to a unit-sized advantage. CartPole built without an id solves as often either
+# way (benchmarks/results/sb3_identity).
+UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": False, "step_advantage_w": 1.0}
+# PPO's batch_size default, taken where the caller shapes PPO's rollout with n_steps
+PPO_BATCH_SIZE = 64
+
+
 def _surface_defaults() -> dict[str, Any]:
-    """The env job's algorithm defaults (its spec's field defaults, then CartPole's family
+    """The env job's algorithm defaults (its spec's field defaults, then :data:`UNREGISTERED`'s
     values) that are GRPOConfig fields, for an env without a registered id: what a saved model
     records of its options."""
     fields = {f.name: f.default for f in dataclasses.fields(EnvJob)}
     own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "beta", "loss_type")}
     grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
-    return {**own, **{k: v for k, v in ENV_DEFAULTS["cartpole"].items() if k in grpo}}
+    return {**own, **{k: v for k, v in UNREGISTERED.items() if k in grpo}}
 
 
 SURFACE_DEFAULTS: dict[str, Any] = _surface_defaults()
@@ -84,7 +96,7 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
                          "the env job spec's; see the argument table in docs/guides/sb3.md)")
     if ours.get("eval_every") and env_id is None:
         raise UsageError("GRPO(eval_every=...): evaluation during learn needs an env with a registered id")
-    kw = {**(per_env(env_id) if env_id else ENV_DEFAULTS["cartpole"]), **SURFACE_OWN, "eval_every": 0, **ours,
+    kw = {**(per_env(env_id) if env_id else UNREGISTERED), **SURFACE_OWN, "eval_every": 0, **ours,
           **(surface or {})}
     if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
         kw.pop("minibatch_tokens", None)
@@ -110,14 +122,23 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
     per_group = steps_per_group or G * max_episode_steps
     if rollout is not None and "num_groups" not in ours:
         kw["num_groups"] = max(1, round(rollout / per_group))
-    if sb3.get("batch_size") is not None and not {"num_minibatches", "minibatch_tokens"} & set(ours):
+    batch_size = effective_batch_size(sb3)
+    if batch_size is not None and not {"num_minibatches", "minibatch_tokens"} & set(ours):
         if _token_loss(kw):  # PPO's minibatches exactly: batch_size env steps drawn from the whole rollout
-            kw["minibatch_tokens"] = int(sb3["batch_size"])
+            kw["minibatch_tokens"] = int(batch_size)
         else:  # a loss over whole episodes: as many minibatches of whole episodes as fit
             outputs = int(kw["num_groups"]) * G
             steps = rollout or int(kw["num_groups"]) * per_group
-            kw["num_minibatches"] = _minibatches(outputs, round(steps / sb3["batch_size"]))
+            kw["num_minibatches"] = _minibatches(outputs, round(steps / batch_size))
     return EnvJob(env_id=env_id or "", **kw)
+
+
+def effective_batch_size(sb3: dict[str, Any]) -> int | None:
+    """``batch_size`` as given; not given, PPO's 64 where ``n_steps`` shapes PPO's rollout (minibatches
+    carved from it, as PPO's), else None (the env program's own update)."""
+    if sb3.get("batch_size") is not None:
+        return int(sb3["batch_size"])
+    return PPO_BATCH_SIZE if sb3.get("n_steps") is not None else None
 
 
 def _token_loss(kw: dict[str, Any]) -> bool:

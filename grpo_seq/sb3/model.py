@@ -79,7 +79,8 @@ class GRPO(Persistence):
     with orthogonal init, observations in units of its termination thresholds; other registered
     envs: their G, lr and gamma, observations in the units random play reaches (centred where the
     env program centres them: MountainCar), the tie-breaking ``exploration_bonus``, ``absorb_ended``
-    and ``ent_coef``). Constructing it seeds the global
+    and ``ent_coef``; an env without a registered id: CartPole's, with centred advantages and GiGPO's
+    anchor steps, :data:`grpo_seq.sb3.arguments.UNREGISTERED`). Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
     Stable-Baselines3 arguments, and what they are here:
@@ -90,7 +91,7 @@ class GRPO(Persistence):
     | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
     | ``learning_rate`` (float or schedule) | ``learning_rate``; a float is a fixed rate, as in SB3 (``lr_schedule="linear"`` decays it to 0 over ``learn``; no rate given: the env program's rate and linear decay); a schedule ``f(progress_remaining)`` is followed as given |
     | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1; where one group of the env family's G episodes would not fit, G shrinks to the episodes that do (at least 2; not a ``group_size`` given) |
-    | ``batch_size`` | ``minibatch_tokens``: minibatches of ``batch_size`` env steps drawn from the whole rollout, as PPO's (a loss over whole episodes, ``loss_type`` grpo or dr_grpo or GSPO's sequence ratio: ``num_minibatches``, as many minibatches of whole episodes as fit) |
+    | ``batch_size`` | ``minibatch_tokens``: minibatches of ``batch_size`` env steps drawn from the whole rollout, as PPO's (a loss over whole episodes, ``loss_type`` grpo or dr_grpo or GSPO's sequence ratio: ``num_minibatches``, as many minibatches of whole episodes as fit); not given, PPO's 64 where ``n_steps`` is given, else the env program's update |
     | ``n_epochs`` | ``mu``: update passes per batch |
     | ``clip_range`` (float or schedule) | ``epsilon`` (a schedule is followed as given) |
     | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
@@ -165,7 +166,7 @@ class GRPO(Persistence):
         self.lr_schedule = FloatSchedule(self.learning_rate, linear=not callable(learning_rate) and cfg.lr_schedule == "linear")
         self.clip_range = FloatSchedule(clip_range if clip_range is not None else cfg.epsilon)
         self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
-        self.n_steps, self.batch_size = self._sb3["n_steps"], self._sb3["batch_size"]
+        self.n_steps, self.batch_size = self._sb3["n_steps"], arguments.effective_batch_size(self._sb3)
         self.policy_class = type(self.policy)
 
     @property

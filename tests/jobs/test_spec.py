@@ -63,6 +63,8 @@ def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
     ({"kind": "game"}, "spec.json: kind 'game' is not a kind of job; one of ['env', 'lm', 'text_env']"),
     ({"learning_rate": 0.1}, "spec.json: kind None is not a kind of job"),
     ({"kind": "env", "eval_episodes": 0}, "--eval_episodes: must be >= 1, got 0"),  # the spec's own checks
+    ({"kind": "lm", "step_advantage_w": 1.0}, "--step_advantage_w: anchor states are env observations"),
+    ({"kind": "env", "step_advantage_w": -1.0}, "GRPOConfig.step_advantage_w: must be >= 0"),
 ])
 def test_a_bad_spec_is_one_error_naming_what_is_wrong(data, message):
     with pytest.raises(ConfigError) as e:

@@ -37,11 +37,27 @@ def test_batch_size_splits_whole_episodes_for_a_loss_over_episodes():
     assert model.config.minibatch_tokens == 0 and model.config.num_minibatches == 4  # 4 episodes, 2000 / 500
 
 
-def test_minibatches_of_env_steps_learn_the_joint_identity_in_1200_steps():
-    # SB3's identity test, its MultiDiscrete case, with PPO's minibatches of 64 env steps and the
-    # advantages scaled over the rollout (docs/guides/sb3.md, "Expected failures")
-    kw = dict(gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256, scale_rewards_level="batch", seed=0)
-    model = GRPO("MlpPolicy", _Copy(), batch_size=64, **kw).learn(1200)
+def test_batch_size_not_given_is_ppos_64_where_n_steps_shapes_the_rollout():
+    assert GRPO("MlpPolicy", "CartPole-v1", n_steps=512, seed=0).config.minibatch_tokens == 64
+    shaped = GRPO("MlpPolicy", "CartPole-v1", n_steps=512, seed=0)
+    assert shaped.batch_size == 64  # what PPO's model.batch_size reads too
+    own = GRPO("MlpPolicy", "CartPole-v1", seed=0)  # no n_steps: the env program's update, one step per pass
+    assert own.config.minibatch_tokens == 0 and own.batch_size is None
+
+
+def test_an_env_without_an_id_takes_centred_advantages_with_anchor_steps():
+    custom = GRPO("MlpPolicy", _Copy(), seed=0).config
+    assert custom.scale_rewards is False and custom.step_advantage_w == 1.0
+    registered = GRPO("MlpPolicy", "CartPole-v1", seed=0).config  # CartPole's own tuned family
+    assert registered.scale_rewards is True and registered.step_advantage_w == 0.0
+
+
+def test_the_defaults_learn_the_joint_identity_in_1200_steps():
+    # SB3's identity test, its MultiDiscrete case, as the test calls PPO: steps from the same
+    # observation compared with each other (anchor states), centred advantages, PPO's minibatches of
+    # 64 (docs/guides/sb3.md, "Measured by Stable-Baselines3's own tests")
+    kw = dict(gamma=0.4, learning_rate=0.002, n_epochs=4, n_steps=256, seed=0)
+    model = GRPO("MlpPolicy", _Copy(), **kw).learn(1200)
     env = _Copy()
     obs, _ = env.reset(seed=1)
     hits = 0
