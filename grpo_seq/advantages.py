@@ -330,17 +330,31 @@ def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weigh
 
 
 def anchor_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
-    """:func:`anchor_step_advantages` of an env rollout ``(B, T)``: each step's observation is its
-    anchor, its return-to-go discounted by ``config.gamma``, divided by the step group's std where
-    ``config.scale_rewards`` (GiGPO's mean_std_norm; else its mean_norm)."""
-    if batch.step_rewards is None or not batch.one_observation_per_token:
-        raise ValueError("GRPOConfig.step_advantage_w: anchor states need an env rollout with an observation and a "
-                         "reward per step (not text, not a turn of several tokens); set step_advantage_w=0")
-    shape = (batch.num_groups, batch.group_size, batch.tokens.shape[1])
-    mask_t = batch.mask.reshape(shape)
-    ret_t = discounted_returns(batch.step_rewards.float() * batch.mask.float(), config.gamma).reshape(shape)
-    anchors_t = anchor_states(batch.context.reshape(*shape, -1), mask_t)
-    return anchor_step_advantages(ret_t, mask_t, anchors_t, config.scale_rewards).reshape(batch.batch_size, -1)
+    """:func:`anchor_step_advantages` of a batch, ``(B, T)``: an env rollout's anchors are its
+    observations; a text environment's, the observation each turn answers (``batch.step_anchor``),
+    compared turn by turn and given to every token of the turn. Returns-to-go are discounted by
+    ``config.gamma`` and divided by the step group's std where ``config.scale_rewards`` (GiGPO's
+    mean_std_norm; else its mean_norm)."""
+    if batch.step_rewards is None or not (batch.one_observation_per_token or batch.step_anchor is not None):
+        raise ValueError("GRPOConfig.step_advantage_w: anchor states need an env rollout or a text environment's "
+                         "turns (an observation and a reward per step); set step_advantage_w=0")
+    mask, r_t = batch.mask, batch.step_rewards.float()
+    if batch.step_index is not None:  # a text env: per-turn rewards, mask and anchors
+        keep = mask.bool() & (batch.step_index >= 0)
+        r_t, m_t = steps_of_tokens(r_t, mask, batch.step_index)
+        idx = torch.where(keep, batch.step_index, 0)
+        obs = torch.full(m_t.shape, -1, dtype=torch.long, device=idx.device).scatter_reduce(
+            1, idx, torch.where(keep, batch.step_anchor, -1), "amax").unsqueeze(-1).double()
+    else:
+        m_t, obs = mask, batch.context
+    shape = (batch.num_groups, batch.group_size, r_t.shape[1])
+    m_t = m_t.reshape(shape)
+    ret_t = discounted_returns(r_t * m_t.reshape(r_t.shape).float(), config.gamma).reshape(shape)
+    anchors_t = anchor_states(obs.reshape(*shape, -1), m_t)
+    adv_t = anchor_step_advantages(ret_t, m_t, anchors_t, config.scale_rewards).reshape(batch.batch_size, -1)
+    if batch.step_index is None:
+        return adv_t
+    return adv_t.gather(1, idx) * keep
 
 
 def group_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:

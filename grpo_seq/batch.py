@@ -58,9 +58,9 @@ class TextSamples:
 
 # Fields holding one row per output: checked against the batch size, sliced by select().
 _PER_OUTPUT = ("context", "mask", "group", "rewards", "step_rewards", "old_logp", "ref_logp", "advantages",
-               "prompt_mask", "truncated", "reward_components", "sampler_logp", "step_index")
+               "prompt_mask", "truncated", "reward_components", "sampler_logp", "step_index", "step_anchor")
 # Of those, the ones laid out (B, T) like tokens.
-_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages", "sampler_logp", "step_index")
+_PER_TOKEN = ("mask", "step_rewards", "old_logp", "ref_logp", "advantages", "sampler_logp", "step_index", "step_anchor")
 
 
 @dataclass
@@ -100,6 +100,10 @@ class RolloutBatch:
         step_index: ``(B, T)`` long, the env step each token belongs to where a step spans several
             tokens (a text environment's turn: its reply's tokens), -1 outside the mask; its
             ``step_rewards`` sit on each step's last token. None where every token is a step.
+        step_anchor: ``(B, T)`` long where ``step_index`` is set: an id of the observation each
+            token's step answers (a text environment's prompt, then its answers), equal ids for
+            equal observations across the batch, -1 outside the mask; GiGPO's anchor states
+            (``GRPOConfig.step_advantage_w``). None: an env rollout's anchors are its observations.
         metrics: the sampler's and reward functions' own figures for this batch (name -> value),
             logged by the trainer with its own.
         partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
@@ -122,6 +126,7 @@ class RolloutBatch:
     reward_components: Tensor | None = None
     sampler_logp: Tensor | None = None
     step_index: Tensor | None = None
+    step_anchor: Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     partial: bool = False
 

@@ -151,8 +151,9 @@ class GRPOConfig:
         metadata={"help": "GiGPO (verl-agent's name): add this many times a step-level advantage at anchor states "
                   "to the group's: the steps of a group that saw exactly the same observation are compared by "
                   "return-to-go (centred; divided by their std with scale_rewards), a baseline at that state "
-                  "without a critic. Env rollouts only; continuous states never repeat, so it changes nothing "
-                  "there (0: off)."},
+                  "without a critic. Env rollouts (each step's observation) and text environments (the "
+                  "observation each turn answers); continuous states never repeat, so it changes nothing there "
+                  "(0: off)."},
     )
     # -- the GRPO family: TRL 1.16's option names (verl's for the KL choices and dynamic sampling) --
     importance_sampling_level: str = field(

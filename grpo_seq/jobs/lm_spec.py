@@ -24,6 +24,8 @@ class LMJob(JobSpec, GRPOConfig):
     reward functions, sampling and LoRA options."""
 
     KIND: ClassVar[str] = "lm"
+    # whether an output is several turns, each answering an observation (GiGPO's anchor states)
+    HAS_TURNS: ClassVar[bool] = False
 
     model: str | None = field(
         default=None, metadata={"aliases": ["--model_name_or_path"],
@@ -152,8 +154,8 @@ class LMJob(JobSpec, GRPOConfig):
         for name in ("generation_batch_size", "log_completions_every", "torch_threads", "top_k"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
-        require(self, "step_advantage_w", self.step_advantage_w == 0, "anchor states are env observations, one "
-                "per step; text has none yet (0: off)")
+        require(self, "step_advantage_w", self.step_advantage_w == 0 or self.HAS_TURNS, "anchor states are the "
+                "observations of an episode's steps; a completion of one turn has none (a text environment's turns do)")
         check_threads(self)
         require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
         require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")

@@ -25,6 +25,7 @@ class TextEnvJob(LMJob):
     of a conversation. The prompts and the rewards come from the environment."""
 
     KIND: ClassVar[str] = "text_env"
+    HAS_TURNS: ClassVar[bool] = True
 
     env_id: str | None = field(
         default=None, metadata={"help": "The text environment: a gymnasium id (MyGame-v0; mypkg.games:MyGame-v0 imports "

@@ -63,7 +63,7 @@ def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
     ({"kind": "game"}, "spec.json: kind 'game' is not a kind of job; one of ['env', 'lm', 'text_env']"),
     ({"learning_rate": 0.1}, "spec.json: kind None is not a kind of job"),
     ({"kind": "env", "eval_episodes": 0}, "--eval_episodes: must be >= 1, got 0"),  # the spec's own checks
-    ({"kind": "lm", "step_advantage_w": 1.0}, "--step_advantage_w: anchor states are env observations"),
+    ({"kind": "lm", "step_advantage_w": 1.0}, "--step_advantage_w: anchor states are the observations of an episode"),
     ({"kind": "env", "step_advantage_w": -1.0}, "GRPOConfig.step_advantage_w: must be >= 0"),
 ])
 def test_a_bad_spec_is_one_error_naming_what_is_wrong(data, message):
@@ -105,3 +105,11 @@ def test_reading_an_env_spec_loads_no_trainer_and_no_lm_code():
             f"print([m for m in {watched!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_anchor_steps_are_an_option_of_the_jobs_whose_outputs_have_steps():
+    # env rollouts and a text environment's turns have observations to anchor on; one completion has none
+    assert spec_from_dict({"kind": "env", "step_advantage_w": 1.0}).step_advantage_w == 1.0
+    assert spec_from_dict({"kind": "text_env", "env_id": "guess_env:Echo-v0", "step_advantage_w": 0.5}).step_advantage_w == 0.5
+    with pytest.raises(ConfigError, match="step_advantage_w"):
+        spec_from_dict({"kind": "lm", "step_advantage_w": 0.5})

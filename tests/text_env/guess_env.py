@@ -73,3 +73,15 @@ class CountA(Scripted):
 
 
 gym.register("CountA-v0", entry_point=CountA)
+
+
+class Echo(Scripted):
+    """Answers each reply with its first letter (so members that said the same thing see the same
+    observation next), pays the number of ``a`` in it, and ends after two turns."""
+
+    def step(self, reply):
+        self.turn += 1
+        return (reply[:1] or "_"), float(reply.count("a")), self.turn == 2, False, {}
+
+
+gym.register("Echo-v0", entry_point=Echo)

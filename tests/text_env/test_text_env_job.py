@@ -29,7 +29,7 @@ def test_train_text_env_writes_a_run_whose_spec_repeats_it(tiny_model, tmp_path)
     out = tmp_path / "run"
     summary = train_text_env(["--model", tiny_model, "--env_id", "guess_env:GuessDigit-v0", "--max_steps", "2",
                               "--max_turns", "2", "--max_completion_length", "3", "--advantage", "stepwise",
-                              "--log_completions_every", "1", "--eval_episodes", "3", "--output_dir", str(out)])
+                              "--step_advantage_w", "1", "--log_completions_every", "1", "--eval_episodes", "3", "--output_dir", str(out)])
     assert summary["steps"] == 2
     heldout = json.loads((out / "eval_heldout" / "eval.json").read_text())
     assert heldout["before"]["episodes"] == heldout["after"]["episodes"] == 3 == summary["heldout"]["after"]["episodes"]
@@ -48,6 +48,7 @@ def test_train_text_env_writes_a_run_whose_spec_repeats_it(tiny_model, tmp_path)
     assert roles[0] == ("assistant", True) and all(t == (r == "assistant") for r, t in roles)
     spec = load_spec(out / "config.json")
     assert isinstance(spec, TextEnvJob) and spec.env_id == "guess_env:GuessDigit-v0" and spec.max_turns == 2
+    assert spec.step_advantage_w == 1.0
     assert (out / "model" / "config.json").exists()
     # the run folder's spec repeats the run by its kind; a resume goes on from the checkpoint
     main(["run", str(out / "config.json"), "--output_dir", str(tmp_path / "again"), "--max_steps", "1"])

@@ -237,3 +237,28 @@ def test_the_step_time_splits_into_generation_and_the_environments_calls(monkeyp
     assert m["perf/generation_seconds"] == 2 * 10.0  # one generate call a turn for both episodes
     assert int(batch.mask.sum()) == 3 + 4 + 2 + 3
     assert m["perf/reply_tokens_per_second"] == 12 / 20.0
+
+
+def test_anchor_states_compare_the_turns_that_answer_the_same_observation():
+    # Echo: four members; turn 1 replies "a", "a", "b", "b" (paying 1, 1, 0, 0), so at turn 2 the
+    # first two answer the observation "a" and the last two "b"; turn 2 replies pay 1, 0, 1, 1
+    s = sampler("guess_env:Echo-v0", group_size=4)
+    batch = s.sample(ScriptedPolicy(s.tokenizer, [["a$", "a$", "b$", "b$"], ["a$", "c$", "a$", "a$"]]))
+    anchor = [[int(batch.step_anchor[i][batch.mask[i] & (batch.step_index[i] == t)][0]) for t in (0, 1)]
+              for i in range(4)]
+    assert len({a[0] for a in anchor}) == 1  # turn 1: every member answers the prompt
+    assert anchor[0][1] == anchor[1][1] != anchor[2][1] == anchor[3][1]
+    assert (batch.step_anchor[~batch.mask] == -1).all()
+    cfg = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, num_generations=4, num_groups=1,
+                     step_advantage_w=1.0)
+    # returns-to-go: turn 1 (2, 1, 1, 1), turn 2 (1, 0, 1, 1)
+    # anchor part, turn 1: one group (the prompt), mean 1.25 -> (0.75, -0.25, -0.25, -0.25)
+    #   turn 2: "a" holds members 0, 1: (1, 0), mean 0.5 -> (0.5, -0.5); "b" holds 2, 3: (1, 1) -> 0, 0
+    # step-wise part (centred by step): turn 1 the same (0.75, -0.25, -0.25, -0.25); turn 2 mean 0.75
+    #   -> (0.25, -0.75, 0.25, 0.25)
+    want = [[1.5, 0.75], [-0.5, -1.25], [-0.5, 0.25], [-0.5, 0.25]]
+    adv = compute_advantages(batch, cfg)
+    for i in range(4):
+        for t in (0, 1):
+            tokens = batch.mask[i] & (batch.step_index[i] == t)
+            assert adv[i][tokens].tolist() == pytest.approx([want[i][t]] * int(tokens.sum()), abs=1e-5)

@@ -62,6 +62,7 @@ class Episode:
     truncated: bool = False
     success: bool | None = None
     cut_replies: int = 0
+    anchors: list[str] = field(default_factory=list)  # each turn's observation, as a key (GiGPO's anchor)
 
     @property
     def length(self) -> int:
@@ -184,7 +185,7 @@ class TextEnvGroupSampler:
             limit = self.max_total_tokens
             if self.max_conversation_tokens is not None:
                 limit = min(limit, len(ids) + self.max_conversation_tokens)
-            episodes.append(Episode(prompt, ids, limit))
+            episodes.append(Episode(prompt, ids, limit, anchors=[repr(prompt)]))
             if episodes[-1].length >= self.max_total_tokens:
                 raise UsageError(f"{self.env_name}: a prompt of {episodes[-1].length} tokens leaves no room for a reply "
                                  f"under max_total_tokens={self.max_total_tokens}; raise --max_total_tokens: "
@@ -256,6 +257,7 @@ class TextEnvGroupSampler:
             return
         e.add(answer, -1)
         e.messages += [{**m, "trained": False} for m in said]
+        e.anchors.append(repr(said))
 
     # -- the batch -------------------------------------------------------------------------------
 
@@ -267,6 +269,8 @@ class TextEnvGroupSampler:
         tokens = torch.full((B, T), pad, dtype=torch.long)
         mask = torch.zeros((B, T), dtype=torch.bool)
         step_index = torch.full((B, T), -1, dtype=torch.long)
+        step_anchor = torch.full((B, T), -1, dtype=torch.long)
+        keys: dict[str, int] = {}  # equal observations, equal ids, across the batch
         step_rewards = torch.zeros((B, T))
         logp = torch.zeros((B, T))
         context = torch.full((B, P), pad, dtype=torch.long)
@@ -276,6 +280,8 @@ class TextEnvGroupSampler:
             tokens[b, :n] = torch.tensor(e.ids, dtype=torch.long)
             mask[b, :n] = torch.tensor(e.trained, dtype=torch.bool)
             step_index[b, :n] = torch.tensor(e.turn_of, dtype=torch.long)
+            ids = [keys.setdefault(key, len(keys)) for key in e.anchors]
+            step_anchor[b, :n] = torch.tensor([ids[k] if k >= 0 else -1 for k in e.turn_of], dtype=torch.long)
             step_rewards[b, :n] = torch.tensor(e.token_rewards)
             logp[b, :n] = torch.tensor(e.logp)
             context[b, P - p:] = torch.tensor(e.prompt_ids, dtype=torch.long)
@@ -283,6 +289,7 @@ class TextEnvGroupSampler:
         return RolloutBatch(
             context=context, tokens=tokens, mask=mask, group=torch.arange(B // G).repeat_interleave(G), group_size=G,
             rewards=torch.tensor([e.total for e in episodes]), step_rewards=step_rewards, step_index=step_index,
+            step_anchor=step_anchor,
             prompt_mask=prompt_mask, temperature=self.sampling["temperature"], text=self._texts(episodes),
             truncated=torch.tensor([e.truncated for e in episodes]),
             sampler_logp=torch.where(mask, logp, torch.zeros_like(logp)) if self.sampler_logprobs else None,
