@@ -297,8 +297,9 @@ def anchor_step_advantages(returns_t: Tensor, mask_t: Tensor, anchors_t: Tensor,
     where ``R`` is a step's return-to-go (:func:`discounted_returns`, eq. 5) and ``S(k)`` the steps
     whose anchor id (:func:`anchor_states`) is ``k``'s. What GRPO's group baseline cannot give a
     step in the middle of an episode, a baseline at that very state, comes from the batch itself:
-    no critic. A step group of one, or of equal returns, gets 0 (so do continuous states, which
-    never repeat exactly). ``(num_groups, G, T)`` in and out, 0 outside ``mask_t``.
+    no critic. A step group of one, or of equal returns, gets 0 (so do continuous states past the
+    start state a group shares: they never repeat exactly). ``(num_groups, G, T)`` in and out, 0
+    outside ``mask_t``.
     """
     _check_mask(returns_t, mask_t, "returns_t")
     keep = mask_t.bool() & (anchors_t >= 0)

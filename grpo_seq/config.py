@@ -152,8 +152,8 @@ class GRPOConfig:
                   "to the group's: the steps of a group that saw exactly the same observation are compared by "
                   "return-to-go (centred; divided by their std with scale_rewards), a baseline at that state "
                   "without a critic. Env rollouts (each step's observation) and text environments (the "
-                  "observation each turn answers); continuous states never repeat, so it changes nothing there "
-                  "(0: off)."},
+                  "observation each turn answers); continuous states repeat only at the start state a group "
+                  "shares (0: off)."},
     )
     # -- the GRPO family: TRL 1.16's option names (verl's for the KL choices and dynamic sampling) --
     importance_sampling_level: str = field(

@@ -113,3 +113,13 @@ def test_anchor_steps_are_an_option_of_the_jobs_whose_outputs_have_steps():
     assert spec_from_dict({"kind": "text_env", "env_id": "guess_env:Echo-v0", "step_advantage_w": 0.5}).step_advantage_w == 0.5
     with pytest.raises(ConfigError, match="step_advantage_w"):
         spec_from_dict({"kind": "lm", "step_advantage_w": 0.5})
+
+
+def test_anchor_steps_are_off_for_the_envs_tuned_before_them():
+    # their records (benchmarks/results) were measured without anchor steps; the shared start state
+    # alone would change their runs
+    from grpo_seq.envs.defaults import per_env
+
+    assert all(per_env(e)["step_advantage_w"] == 0.0 for e in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                                                                "LunarLander-v3"))
+    assert per_env("FrozenLake-v1")["step_advantage_w"] == per_env(None)["step_advantage_w"] == 1.0
