@@ -254,15 +254,15 @@ def lm_family_ablation() -> tuple[str, list]:
 
 
 def lm_family_decision(summary: dict, apart: list) -> str:
-    """What the LM rows decide: the defaults stay unless a variant is separated from them; the
+    """What the LM rows decide: the defaults stay unless a variant is separated above them; the
     variants run on as many seeds as the defaults, with what a step costs them."""
-    if apart:
+    if any(v.endswith("(above)") for v in apart):
         return ""
     base = summary["defaults"]
     full = [v for v, sm in summary.items() if v != "defaults" and sm["runs"] >= base["runs"]]
     costs = ", ".join(f"{v} {summary[v]['step_seconds'] / base['step_seconds']:.1f}x" for v in full)
     same = [v for v in full if summary[v].get("accuracy_diff_ci") == [0.0, 0.0]]
-    return ("The LM program's defaults stay: no variant scores apart from them"
+    return (f"The LM program's defaults stay: no variant scores {'above' if apart else 'apart from'} them"
             + (f"; over all {base['runs']} seeds, the seconds a step costs against the defaults': {costs}." if full else ".")
             + (f" {', '.join(same)} scored as the defaults on every seed: with one gradient step per batch every ratio "
                "is 1 where the gradient is taken, and there GSPO's one ratio per output has the gradient of loss_type "
