@@ -261,7 +261,7 @@ def lm_family_decision(summary: dict, apart: list) -> str:
     base = summary["defaults"]
     full = [v for v, sm in summary.items() if v != "defaults" and sm["runs"] >= base["runs"]]
     costs = ", ".join(f"{v} {summary[v]['step_seconds'] / base['step_seconds']:.1f}x" for v in full)
-    same = [v for v in full if summary[v].get("accuracy_diff_ci") == [0.0, 0.0]]
+    same = [v for v in summary if summary[v].get("accuracy_diff_ci") == [0.0, 0.0]]
     return (f"The LM program's defaults stay: no variant scores {'above' if apart else 'apart from'} them"
             + (f"; over all {base['runs']} seeds, the seconds a step costs against the defaults': {costs}." if full else ".")
             + (f" {', '.join(same)} scored as the defaults on every seed: with one gradient step per batch every ratio "
