@@ -147,8 +147,8 @@ class EnvJob(JobSpec, GRPOConfig):
         metadata={"help": "GiGPO's step-level advantage at anchor states, this many times (verl-agent's "
                   "step_advantage_w): steps of a group that saw exactly the same observation (a discrete or "
                   "one-hot state: FrozenLake, an identity task) are compared by return-to-go, a baseline at that "
-                  f"state. Continuous observations repeat only at the start state a group shares, so there it only weighs the "
-                  f"first step's comparison twice; 0 turns it off. {PER_ENV}."},
+                  "state. Continuous observations repeat only at the start state a group shares, so there it only "
+                  f"weighs the first step's comparison twice; 0 turns it off. {PER_ENV}."},
     )
     ent_coef: float | None = field(
         default=None,
