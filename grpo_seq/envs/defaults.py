@@ -6,8 +6,8 @@ one group of G = 4, Adam at 5e-3, gamma 0.99, a small count-based bonus that bre
 every member of a group times out alike, members whose episode ended kept in the step-wise
 comparison (``absorb_ended``), and GiGPO's step groups at anchor states (``step_advantage_w``):
 where an observation repeats (FrozenLake's cells) the steps from it are compared with each other;
-continuous observations never repeat, so they change little there: only the start state, which a
-group's members share, is one anchor, weighing the first step's comparison twice. Acrobot,
+continuous observations repeat only at the start state a group's members share, so there they
+only weigh the first step's comparison twice. Acrobot,
 MountainCar and LunarLander were tuned before anchor steps existed and keep them off
 (``NO_ANCHORS``). Per-env overrides below say why they differ. The sweeps behind
 each value are on the experiments page (docs/experiments.md, "Beyond CartPole").
