@@ -17,7 +17,8 @@ QUICK_ENV = "GRPO_SEQ_QUICK"
 # per kind of job: the options capped, and their caps
 _CAPS: dict[str, dict[str, int]] = {
     "env": {"total_env_steps": 2_000, "eval_every": 1_000, "eval_episodes": 2},
-    "lm": {"max_steps": 1, "max_completion_length": 8, "num_generations": 2, "num_groups": 1},
+    "lm": {"max_steps": 1, "max_completion_length": 8, "num_generations": 2, "num_groups": 1, "eval_size": 4,
+           "eval_max_new_tokens": 8},
     "eval_lm": {"max_new_tokens": 8, "limit": 4},  # limit 0 means every row: capped too
 }
 # per kind of job: options turned off (an LM checkpoint's Adam state is twice the weights on disk)
@@ -42,7 +43,7 @@ def shrink(spec: Any, kind: str | None = None) -> str | None:
         value = getattr(spec, name)
         if name == "limit" and value == 0:
             setattr(spec, name, cap)
-        elif not (name == "eval_every" and value == 0):  # 0: no evaluations, which costs nothing
+        elif not (name in ("eval_every", "eval_size") and value == 0):  # 0: no evaluations, which costs nothing
             setattr(spec, name, min(value, cap))
     shrunk = [f"{k} <= {v}" for k, v in caps.items()] + [f"no {name}" for name in _OFF.get(kind, ())]
     return f"{QUICK_ENV} is set: a smoke test's budget ({', '.join(shrunk)})"

@@ -10,7 +10,8 @@ still does.
 
 from __future__ import annotations
 
-__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError", "DivergedError", "require"]
+__all__ = ["UsageError", "ConfigError", "MissingPathError", "RunDirError", "NonFiniteError", "DivergedError", "require",
+           "require_format"]
 
 
 class UsageError(ValueError):
@@ -46,3 +47,13 @@ def require(cfg: object, name: str, ok: bool, why: str) -> None:
     a spec file, the Stable-Baselines3 class or the TRL config reads the same."""
     if not ok:
         raise ConfigError(f"--{name}: {why}, got {getattr(cfg, name)!r}")
+
+
+def require_format(cfg: object, name: str, field: str) -> None:
+    """Refuse option ``name`` of ``cfg`` unless it is a format string whose one field is ``{field}``."""
+    text = getattr(cfg, name)
+    require(cfg, name, f"{{{field}}}" in text, f"must hold {{{field}}}")
+    try:
+        text.format(**{field: ""})
+    except (KeyError, IndexError, ValueError) as e:
+        require(cfg, name, False, f"must be a format string with {{{field}}} alone ({type(e).__name__}: {e})")

@@ -28,9 +28,9 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 import torch
 
 from .budget import shrink
-from .errors import ConfigError, RunDirError, require
-from .generation.greedy import greedy_completions
+from .errors import ConfigError, RunDirError, require, require_format
 from .generation.prompts import check_prompt_lengths
+from .heldout import HeldOutSet, best_constant_of, compare, score_greedy
 from .models import load_model_and_tokenizer
 from .prompt_data import prompt_rows, read_rows, row_place
 from .rewards import RewardScorer
@@ -63,6 +63,12 @@ class EvalLMConfig:
     reward_funcs: list[str] = field(
         default_factory=list, metadata={"help": "Reward functions by import path (mypkg.rewards:my_fn)."})
     reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward function."})
+    metric: str | None = field(
+        default=None, metadata={"help": "The reward function whose value is an item's score, given with its 95% "
+                                "interval and beside the best constant answer's (default: the first)."})
+    answer_format: str = field(
+        default="{answer}", metadata={"help": "A gold answer (the 'answer' column) written as a completion, tried as "
+                                      "the constant answer given to every item (the majority baseline)."})
     limit: int = field(default=0, metadata={"help": "Evaluate the first N prompts only (0: all)."})
     max_new_tokens: int = field(default=256, metadata={"help": "Most tokens per completion."})
     batch_size: int = field(default=16, metadata={"help": "Prompts per generate call."})
@@ -78,34 +84,9 @@ class EvalLMConfig:
     def __post_init__(self) -> None:
         for name in ("limit", "torch_threads"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
+        require_format(self, "answer_format", "answer")
         for name in ("max_new_tokens", "batch_size"):
             require(self, name, getattr(self, name) >= 1, "must be >= 1")
-
-
-def score_greedy(model: Any, tokenizer: Any, rows: Sequence[dict], scorer: RewardScorer, max_new_tokens: int,
-                 batch_size: int = 16, progress: bool = False) -> tuple[dict[str, float], list[dict]]:
-    """One greedy completion per row, scored: ``({"reward": mean, "rewards/<fn>": mean, "n": rows},
-    one record per row)``."""
-    prompts = [r["prompt"] for r in rows]
-    was_training = model.training
-    model.eval()
-    texts = greedy_completions(model, tokenizer, prompts, max_new_tokens, batch_size, progress=progress)
-    model.train(was_training)
-    completions = texts if isinstance(prompts[0], str) else [[{"role": "assistant", "content": t}] for t in texts]
-    columns = {k: [r.get(k) for r in rows] for k in rows[0] if k != "prompt"}
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    totals, parts = scorer.score(prompts, completions, columns, ids)
-
-    def mean(values: Sequence[float | None]) -> float:
-        scored = [v for v in values if v is not None]
-        return sum(scored) / len(scored) if scored else float("nan")
-
-    metrics = {"reward": sum(totals) / len(totals), **{f"rewards/{n}": mean(p) for n, p in zip(scorer.names, parts)},
-               "n": len(rows)}
-    records = [{"prompt": p if isinstance(p, str) else p[-1]["content"], "completion": t, "reward": r,
-                "rewards": {n: part[i] for n, part in zip(scorer.names, parts)}}
-               for i, (p, t, r) in enumerate(zip(prompts, texts, totals))]
-    return metrics, records
 
 
 def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = None,
@@ -132,12 +113,15 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
     rows = rows[: cfg.limit] if cfg.limit else rows
     scorer = RewardScorer(fns, cfg.reward_weights, registry)
     scorer.check_dataset(rows, source)  # a bad row found after generating would waste the evaluation
+    if cfg.metric is not None and cfg.metric not in scorer.names:
+        raise ConfigError(f"--metric: no reward function {cfg.metric!r}; given: {', '.join(scorer.names)}")
     model, tokenizer = load_model_and_tokenizer(cfg.model, cfg.dtype, cfg.trust_remote_code)
     check_prompt_lengths(tokenizer, [r["prompt"] for r in rows], cfg.max_new_tokens,
                          getattr(model.config, "max_position_embeddings", None), lambda i: row_place(rows, i, source))
     with _claimed(out, cfg.overwrite):
         t0 = time.perf_counter()
         metrics, records = score_greedy(model, tokenizer, rows, scorer, cfg.max_new_tokens, cfg.batch_size, progress=True)
+        metrics.update(_against_constant(cfg, rows, scorer, records))
         if report is not None:
             measures, added = report(rows, [r["completion"] for r in records])
             metrics = {**metrics, **measures}
@@ -146,6 +130,19 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
                   "seconds": round(time.perf_counter() - t0, 1), "output_dir": str(out)}
         _write_results(out, result, records)
     return result
+
+
+def _against_constant(cfg: EvalLMConfig, rows: Sequence[dict], scorer: RewardScorer, records: list[dict]) -> dict:
+    """The metric's score with its interval, the best constant answer's, and the paired difference
+    (:mod:`grpo_seq.heldout`)."""
+    metric = cfg.metric or scorer.names[0]
+    heldout = HeldOutSet(rows, scorer, metric, cfg.answer_format)
+    scores = [float(r["rewards"][metric] or 0.0) for r in records]
+    figures = compare(scores, None, best_constant_of(heldout, [{"completion": r["completion"]} for r in records]))
+    out = {"metric": metric, "score": figures["base"]["score"], "interval": figures["base"]["interval"]}
+    if "best_constant" in figures:
+        out.update(best_constant=figures["best_constant"], minus_constant=figures["base_minus_constant"])
+    return out
 
 
 def eval_folder(cfg: EvalLMConfig) -> Path:

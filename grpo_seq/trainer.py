@@ -188,7 +188,7 @@ class GRPOTrainer:
         start the trackers the accelerator was built with (recipes: ``tracker_kwargs(--report_to)``).
 
         A folder that already holds a run is replaced with ``overwrite``; otherwise it is refused
-        at this run's first write (:meth:`_start_run`), unless :meth:`resume` resumes that run."""
+        at this run's first write (:meth:`start_run`), unless :meth:`resume` resumes that run."""
         cfg = self.config
         self.output_dir = Path(cfg.output_dir).expanduser() if cfg.output_dir else None
         self.logger = self._lock = None
@@ -210,7 +210,7 @@ class GRPOTrainer:
             name = self.output_dir.name if self.output_dir is not None else "grpo-seq"
             self.accelerator.init_trackers(name, config=tracker_config(cfg.to_dict()))
 
-    def _start_run(self) -> None:
+    def start_run(self) -> None:
         """Before this run's first write: refuse a folder holding another run; write config.json
         and open metrics.jsonl (main process)."""
         if self.logger is not None or self._lock is None:
@@ -239,7 +239,7 @@ class GRPOTrainer:
 
         Returns the step's metrics (averaged over processes), also appended to metrics.jsonl.
         """
-        self._start_run()
+        self.start_run()
         t0 = time.perf_counter()
         batch = self._collect()
         t_sample = time.perf_counter() - t0
@@ -736,7 +736,7 @@ class GRPOTrainer:
 
     def log(self, metrics: dict[str, float]) -> None:
         """Append a row to metrics.jsonl (main process only) and send it to the trackers, at its ``step``."""
-        self._start_run()
+        self.start_run()
         if self.logger is not None:
             self.logger.log(metrics)
         if self._tracking:  # a NaN (a statistic of no scored token) is left out rather than plotted
@@ -751,7 +751,7 @@ class GRPOTrainer:
         directory = Path(directory) if directory else (self.output_dir / "policy" if self.output_dir else None)
         if directory is None:
             raise ValueError("GRPOTrainer.save needs a directory when GRPOConfig.output_dir is None")
-        self._start_run()
+        self.start_run()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             self._check_finite_weights(directory)
@@ -783,7 +783,7 @@ class GRPOTrainer:
         each contributes its RNG and sampler state, the main process writes."""
         if self.output_dir is None:
             raise ValueError("GRPOTrainer.save_checkpoint needs GRPOConfig.output_dir")
-        self._start_run()
+        self.start_run()
         acc = self.accelerator
         rng_states = gather_object([{
             "global": ckpt.rng_state(), "shuffle": ckpt.generator_state(self.shuffle_gen),
@@ -855,7 +855,7 @@ class GRPOTrainer:
             )
         if self._lock is not None and self.output_dir.resolve() == ckpt.run_dir_of(folder).resolve():
             self._foreign_run = []  # the run this folder holds is the one resumed
-        self._start_run()
+        self.start_run()
         if self.logger is not None:
             self.logger.truncate_after(self.step_count)
         acc.wait_for_everyone()

@@ -10,10 +10,12 @@ file gives `grpo-seq train-lm` (grpo_seq/jobs/lm.py) a task's items as prompts a
 the reward. The same run without the recipe: `grpo-seq train-lm --dataset reasoning_gym:TASK
 --dataset_config '{...}' --reward_funcs reward_fns.reasoning_gym:score` (docs/guides/reasoning-tasks.md).
 
-- Items: --task_size training items from generator seed --task_seed; after training, --eval_size
-  held-out items from seed --task_seed + 1,000,003, none sharing a question with a training item,
-  are answered greedily by the trained model and scored by the same rewards
-  (<output_dir>/eval_heldout/{eval.json, completions.jsonl}).
+- Items: --task_size training items from generator seed --task_seed. --eval_size held-out items
+  from seed --task_seed + 1,000,003, none sharing a question with a training item, are answered
+  greedily by the base model before training and by the trained model after, scored by the same
+  rewards and compared item by item, with 95% intervals and the best constant answer beside them
+  (<output_dir>/eval_heldout/{eval.json, base.jsonl, trained.jsonl}; grpo_seq/jobs/heldout.py).
+  --max_steps 0 scores the base model alone.
 - Prompt: --shots worked examples (other training items, answered between <answer> tags) as
   earlier chat turns, then the question; each asks for the answer between the tags, which is
   where the scorers read it (grpo_seq/sources/reasoning_gym.py says why the example).
@@ -46,24 +48,17 @@ if __name__ == "reasoning_gym":
 
 import json  # noqa: E402
 import time  # noqa: E402
-import types  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-from grpo_seq.budget import shrink  # noqa: E402
 from grpo_seq.cli import NoteRunDir, cli_errors, exit_with, parse_config  # noqa: E402
 from grpo_seq.cli.programs import quiet_libraries, working_folder_importable  # noqa: E402
 from grpo_seq.errors import require  # noqa: E402
-from grpo_seq.eval_lm import score_greedy  # noqa: E402
-from grpo_seq.jobs import JobCallbacks  # noqa: E402
 from grpo_seq.jobs.console import Console  # noqa: E402
 from grpo_seq.jobs.lm import run_lm_job  # noqa: E402
 from grpo_seq.jobs.lm_spec import LMJob  # noqa: E402
-from grpo_seq.prompt_data import prompt_rows  # noqa: E402
-from grpo_seq.rewards import RewardScorer, load_reward_fn  # noqa: E402
-from grpo_seq.serialization import atomic_write_text  # noqa: E402
+from grpo_seq.rewards import load_reward_fn  # noqa: E402
 from grpo_seq.sources.reasoning_gym import (  # noqa: E402
-    DEFAULT_SHOTS, HELD_OUT_OFFSET, SCHEME, TRAIN_SPLIT, parse_options, task_items, task_rows,
+    DEFAULT_SHOTS, HELD_OUT_OFFSET, SCHEME, parse_options,
 )
 
 try:
@@ -101,13 +96,17 @@ class ReasoningGymConfig(LMJob):
         default=False, metadata={"help": "Keep the task's partial credit in the reward (off: 1 for full marks, else 0). "
                                  "Many tasks credit an answer that merely contains the right one, which a policy learns "
                                  "to exploit (reward_fns/reasoning_gym.py)."})
-    eval_size: int = field(default=40, metadata={"help": "Held-out items the trained model answers greedily at the "
-                                                  "end, scored into eval_heldout/ (0: none)."})
-    eval_max_new_tokens: int = field(default=64, metadata={"help": "Most new tokens of each held-out answer."})
+    eval_answer_format: str = field(
+        default="<answer>{answer}</answer>", metadata={"help": "A gold answer written as a completion, tried as the "
+                                                       "constant answer given to every held-out item (the majority "
+                                                       "baseline)."})
     dataset: str | None = field(default=None, metadata={"aliases": ["--dataset_name"], "help": "Set from --task "
                                                         f"({SCHEME}TASK); leave it unset."})
     dataset_config: str | None = field(default=None, metadata={"help": "Set from --task_options, --task_seed, "
                                                                "--task_size and --shots; leave it unset."})
+    eval_dataset: str | None = field(default=None, metadata={"help": "Set from --task (its held-out items); leave "
+                                                             "it unset."})
+    eval_dataset_config: str | None = field(default=None, metadata={"help": "Set as --dataset_config; leave it unset."})
     temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
     max_completion_length: int = field(default=64, metadata={"help": "Most new tokens per completion (an answer "
                                                               "between tags is a few)."})
@@ -118,18 +117,20 @@ class ReasoningGymConfig(LMJob):
                   "(reward_fns.math_answer:math_correctness, mypkg.rewards:my_fn)."})
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name, least in (("task_size", 1), ("shots", 0), ("eval_size", 0), ("task_seed", 0), ("eval_max_new_tokens", 1)):
+        for name, least in (("task_size", 1), ("shots", 0), ("task_seed", 0)):
             require(self, name, getattr(self, name) >= least, f"must be >= {least}")
         options = parse_options(self.task_options, "--task_options")
         require(self, "task_options", not set(options) & set(OWN_KEYS),
                 "give seed, size and shots as --task_seed, --task_size and --shots")
-        derived = {"dataset": f"{SCHEME}{self.task}", "dataset_config": json.dumps(
-            {**options, "seed": self.task_seed, "size": self.task_size, "shots": self.shots}, sort_keys=True)}
+        config = json.dumps({**options, "seed": self.task_seed, "size": self.task_size, "shots": self.shots},
+                            sort_keys=True)
+        derived = {"dataset": f"{SCHEME}{self.task}", "dataset_config": config,
+                   "eval_dataset": f"{SCHEME}{self.task}", "eval_dataset_config": config}
         for name, value in derived.items():  # a saved config.json holds them: the same values
             require(self, name, getattr(self, name) in (None, value), "comes from --task and its options here; "
                     "leave it unset (grpo-seq train-lm takes any dataset)")
             setattr(self, name, value)
+        super().__post_init__()
 
 
 def build_reward_fns(cfg: ReasoningGymConfig) -> list:
@@ -138,40 +139,12 @@ def build_reward_fns(cfg: ReasoningGymConfig) -> list:
     return [load_reward_fn(name, registry) for name in cfg.reward_fns]
 
 
-class HeldOutEval(JobCallbacks):
-    """After training, on the main process: the trained model (still in memory) answers
-    ``eval_size`` held-out items greedily; the run's reward functions score them into
-    ``<output_dir>/eval_heldout/{eval.json, completions.jsonl}``."""
-
-    def __init__(self, cfg: ReasoningGymConfig, reward_fns: list):
-        self.cfg, self.fns = cfg, reward_fns
-
-    def on_end(self, run, summary: dict) -> None:
-        cfg = self.cfg
-        if not (run.is_main_process and cfg.eval_size):
-            return
-        budget = types.SimpleNamespace(max_new_tokens=cfg.eval_max_new_tokens, limit=cfg.eval_size)
-        shrink(budget, "eval_lm")  # GRPO_SEQ_QUICK: a smoke test's budget
-        options = parse_options(cfg.task_options, "--task_options")
-        train = task_items(cfg.task, options, TRAIN_SPLIT, cfg.task_seed, cfg.task_size)
-        held_out = task_items(cfg.task, options, "test", cfg.task_seed, cfg.task_size, count=budget.limit)
-        rows = prompt_rows(task_rows(held_out, train, cfg.shots), None, None, cfg.system_prompt,
-                           source=f"--task {cfg.task} (held out)")
-        policy = run.trainer.policy
-        metrics, records = score_greedy(policy.model, policy.tokenizer, rows, RewardScorer(self.fns), budget.max_new_tokens)
-        records = [{**r, "answer": row["answer"]} for r, row in zip(records, rows)]
-        out = Path(cfg.output_dir) / "eval_heldout"
-        atomic_write_text(out / "completions.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-        atomic_write_text(out / "eval.json", json.dumps({**metrics, "task": cfg.task, "split": "held out"}, indent=2))
-        print(f"held-out items: {json.dumps(metrics)} ({out})", flush=True)
-
-
 def main(cfg: ReasoningGymConfig) -> dict:
     """Train, save, summarise and score the held-out items (one run)."""
     if not cfg.output_dir and not cfg.resume_from:
         cfg.output_dir = f"runs/reasoning_gym__{cfg.task}__{cfg.seed}__{int(time.time())}"
     fns = build_reward_fns(cfg)
-    return run_lm_job(cfg, [NoteRunDir(), Console(), HeldOutEval(cfg, fns)], reward_funcs=fns, label="reasoning_gym")
+    return run_lm_job(cfg, [NoteRunDir(), Console()], reward_funcs=fns, label="reasoning_gym")
 
 
 def cli(argv: list[str] | None = None) -> dict:

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "grpo_seq"
 # Each layer, lowest first; a module may import its own layer and those below it.
 LAYERS = ["errors", "math", "core", "envs", "jobs", "doors", "package"]
 DOORS = ("cli", "sb3", "trl", "serve")
-MATH = ("advantages", "objective")
+MATH = ("advantages", "objective", "stats")
 MAX_FUNCTION_LINES = 60
 
 

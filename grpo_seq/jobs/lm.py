@@ -47,10 +47,13 @@ from ..budget import shrink
 from ..cpu_share import IdleCores
 from .callbacks import CallbackList, JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
+from ..heldout import HeldOutSet
+from .heldout import HeldOutEval
 from .lm_spec import LMJob
 
 __all__ = ["LMRun", "run_lm_job", "build", "prepare_model", "train", "load_prompts", "apply_lora", "dataset_name",
-           "setup_process", "make_accelerator", "write_completions", "finish", "open_run_dir"]
+           "setup_process", "make_accelerator", "write_completions", "finish", "open_run_dir", "load_heldout_rows",
+           "heldout_callbacks"]
 
 
 @dataclass
@@ -118,6 +121,31 @@ def load_prompts(cfg: LMJob) -> Any:
                           "a hub id (a 'prompt' column, or name it with --prompt_column)")
     return prompt_rows(read_rows(cfg.dataset, cfg.dataset_split, cfg.dataset_config), cfg.prompt_column,
                        cfg.answer_column, cfg.system_prompt, cfg.instruction, cfg.as_chat, source=f"--dataset {cfg.dataset}")
+
+
+def load_heldout_rows(cfg: LMJob, scorer: RewardScorer) -> Any:
+    """``--eval_dataset``'s rows as prompts, each checked against the reward functions now, or
+    None without a held-out evaluation; ``--eval_metric`` must name one of the functions."""
+    if not cfg.heldout:
+        return None
+    source = f"--eval_dataset {cfg.eval_dataset}"
+    rows = prompt_rows(read_rows(cfg.eval_dataset, cfg.eval_dataset_split, cfg.eval_dataset_config), cfg.prompt_column,
+                       cfg.answer_column, cfg.system_prompt, cfg.instruction, cfg.as_chat, source=source)
+    scorer.check_dataset(rows, source=source)
+    if cfg.eval_metric is not None and cfg.eval_metric not in scorer.names:
+        raise ConfigError(f"--eval_metric: no reward function {cfg.eval_metric!r}; the run's are "
+                          f"{', '.join(scorer.names)}")
+    return rows
+
+
+def heldout_callbacks(cfg: LMJob, rows: Any, scorer: RewardScorer) -> list[JobCallbacks]:
+    """The held-out evaluation's callback (:mod:`grpo_seq.jobs.heldout`) over the first
+    ``eval_size`` of ``rows`` (the budget as ``GRPO_SEQ_QUICK`` left it), or none."""
+    if rows is None or not cfg.heldout:
+        return []
+    heldout = HeldOutSet(rows[: cfg.eval_size], scorer, cfg.eval_metric or scorer.names[0], cfg.eval_answer_format,
+                         cfg.eval_max_new_tokens or cfg.max_completion_length)
+    return [HeldOutEval(heldout, cfg.output_dir)]
 
 
 def apply_lora(model: torch.nn.Module, peft_config: Any) -> torch.nn.Module:
@@ -237,9 +265,11 @@ def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | N
         rows = load_prompts(spec)
         scorer = RewardScorer(fns, spec.reward_weights, registry)
         scorer.check_dataset(rows, source=f"--dataset {spec.dataset}")  # every row and signature, before the model loads
+        eval_rows = load_heldout_rows(spec, scorer)
         cores = idle_cores()  # measured from here: the model's load is the first interval
         model, tokenizer = load_model_and_tokenizer(spec.model, spec.dtype, spec.trust_remote_code)
-        return train(build(spec, rows, scorer, model, tokenizer, accelerator, label=label, cores=cores), cbs)
+        lm = build(spec, rows, scorer, model, tokenizer, accelerator, label=label, cores=cores)
+        return train(lm, [*heldout_callbacks(spec, eval_rows, scorer), cbs])
     finally:
         cbs.close()
 
@@ -265,6 +295,8 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
     lm.say(lm.describe())
     if lm.quick:
         lm.say(lm.quick)
+    if cfg.max_steps == 0:
+        return _evaluate_only(lm, cbs)
     first = trainer.step_count
     with GracefulStop() as stop, checkpoint_on_error(trainer, loop_state, cfg.output_dir):
         while trainer.step_count < cfg.max_steps:
@@ -286,6 +318,21 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
                 break
     summary = finish(lm, history, time.perf_counter() - start, loop_state)
     cbs.on_end(lm, summary)
+    if acc.is_main_process and "heldout" in summary:  # what the held-out evaluation added
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    return summary
+
+
+def _evaluate_only(lm: LMRun, cbs: JobCallbacks) -> dict:
+    """``max_steps 0``: no step and no model saved; the run folder holds config.json, the held-out
+    evaluation (the callbacks') and summary.json."""
+    trainer = lm.trainer
+    trainer.start_run()
+    summary = {"model": lm.cfg.model, "steps": 0}
+    cbs.on_end(lm, summary)
+    if lm.is_main_process:
+        atomic_write_text(Path(lm.cfg.output_dir) / "summary.json", json.dumps(summary, indent=2))
+    trainer.close()
     return summary
 
 

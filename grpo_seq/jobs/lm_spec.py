@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..config import GRPOConfig
-from ..errors import require
+from ..errors import require, require_format
 from .spec import JobSpec, check_threads
 
 __all__ = ["LMJob", "SAMPLING_DTYPES", "IS_CORRECTIONS"]
@@ -26,6 +26,7 @@ class LMJob(JobSpec, GRPOConfig):
     KIND: ClassVar[str] = "lm"
     # whether an output is several turns, each answering an observation (GiGPO's anchor states)
     HAS_TURNS: ClassVar[bool] = False
+    HELD_OUT_OPTIONS: ClassVar[str] = "--eval_dataset (and --eval_size >= 1)"  # what turns the held-out evaluation on
 
     model: str | None = field(
         default=None, metadata={"aliases": ["--model_name_or_path"],
@@ -59,7 +60,8 @@ class LMJob(JobSpec, GRPOConfig):
     shuffle_prompts: bool = field(
         default=True, metadata={"help": "Visit prompts in a seeded random order (False: dataset order)."}
     )
-    max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update)."})
+    max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update); 0 scores the "
+                                                 "model on --eval_dataset and trains nothing."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1: off)."})
@@ -75,6 +77,29 @@ class LMJob(JobSpec, GRPOConfig):
     )
     reward_weights: list[float] | None = field(
         default=None, metadata={"help": "One weight per reward function (default: all 1)."}
+    )
+    eval_dataset: str | None = field(
+        default=None, metadata={"help": "Held-out prompts, in --dataset's formats (reasoning_gym:TASK: its held-out "
+                                "items, none sharing a question with training): the model answers each greedily "
+                                "before training and after, scored by the reward functions and compared item by item, "
+                                "with intervals and the best constant answer, into <output_dir>/eval_heldout/ "
+                                "(unset: none)."},
+    )
+    eval_dataset_config: str | None = field(default=None, metadata={"help": "--eval_dataset's configuration (as "
+                                                                    "--dataset_config)."})
+    eval_dataset_split: str = field(default="test", metadata={"help": "Split of --eval_dataset (a hub dataset, a "
+                                                              "saved DatasetDict, or reasoning_gym's held-out items)."})
+    eval_size: int = field(default=64, metadata={"help": "Held-out prompts scored: the first N of --eval_dataset "
+                                                 "(0: no held-out evaluation)."})
+    eval_max_new_tokens: int = field(default=0, metadata={"help": "Most new tokens of each held-out answer (0: "
+                                                          "--max_completion_length)."})
+    eval_metric: str | None = field(
+        default=None, metadata={"help": "The reward function whose value is a held-out item's score (default: the "
+                                "first); values of 0 and 1 are read as wrong and right."},
+    )
+    eval_answer_format: str = field(
+        default="{answer}", metadata={"help": "A gold answer (the 'answer' column) written as a completion, tried as "
+                                      "the constant answer given to every held-out item (the majority baseline)."},
     )
     use_peft: bool = field(default=False, metadata={"help": "Train LoRA adapters; the reference is the base model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
@@ -149,14 +174,16 @@ class LMJob(JobSpec, GRPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("max_steps", "max_completion_length", "lora_r"):
+        for name in ("max_completion_length", "lora_r"):
             require(self, name, getattr(self, name) >= 1, "must be >= 1")
-        for name in ("generation_batch_size", "log_completions_every", "torch_threads", "top_k"):
+        for name in ("max_steps", "generation_batch_size", "log_completions_every", "torch_threads", "top_k",
+                     "eval_size", "eval_max_new_tokens"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
         require(self, "step_advantage_w", self.step_advantage_w == 0 or self.HAS_TURNS, "anchor states are the "
                 "observations of an episode's steps; a completion of one turn has none (a text environment's turns do)")
         check_threads(self)
+        self._check_eval()
         require(self, "top_p", 0 < self.top_p <= 1, "must be in (0, 1]")
         require(self, "lora_alpha", self.lora_alpha > 0, "must be > 0")
         require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")
@@ -167,6 +194,13 @@ class LMJob(JobSpec, GRPOConfig):
                     f"must give one weight per reward function ({len(self.reward_fns)})")
             require(self, "reward_weights", all(math.isfinite(w) for w in self.reward_weights),
                     "every weight must be a finite number")
+
+    def _check_eval(self) -> None:
+        require(self, "max_steps", self.max_steps > 0 or self.heldout, f"0 scores the model on held-out items "
+                f"without training; give {self.HELD_OUT_OPTIONS}")
+        require_format(self, "eval_answer_format", "answer")
+        require(self, "eval_metric", self.eval_metric is None or self.eval_dataset is not None,
+                "names the held-out score; give --eval_dataset too")
 
     def _check_sampling_copy(self) -> None:
         require(self, "sampling_dtype", self.sampling_dtype in SAMPLING_DTYPES, f"must be one of {', '.join(SAMPLING_DTYPES)}")
@@ -180,6 +214,11 @@ class LMJob(JobSpec, GRPOConfig):
         require(self, "importance_sampling_cap", self.importance_sampling_cap > 0, "must be > 0")
         require(self, "importance_sampling_min", 0 <= self.importance_sampling_min < self.importance_sampling_cap,
                 "must be >= 0 and below --importance_sampling_cap")
+
+    @property
+    def heldout(self) -> bool:
+        """Whether the run scores held-out prompts before and after training."""
+        return self.eval_dataset is not None and self.eval_size > 0
 
     @property
     def sampler_correction(self) -> dict | None:

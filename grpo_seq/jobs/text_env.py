@@ -26,6 +26,7 @@ from ..errors import ConfigError
 from ..models import count_parameters, load_model_and_tokenizer
 from ..policies import CausalLMPolicy
 from ..serialization import atomic_write_text
+from ..stats import paired_difference
 from ..trainer import GRPOTrainer
 from .callbacks import JobCallbacks, as_callbacks
 from .lm import LMRun, _Starting, idle_cores, make_accelerator, open_run_dir, prepare_model, setup_process, train
@@ -131,14 +132,32 @@ class HeldOutEval(JobCallbacks):
     def on_end(self, run: Any, summary: dict[str, Any]) -> None:
         if not run.is_main_process:
             return
-        self._play(run, "after")
+        if run.trainer.step_count:  # max_steps 0: the model before training alone
+            self._play(run, "after")
         out = Path(self.spec.output_dir) / "eval_heldout"
         for when, (_, records) in self.played.items():
             atomic_write_text(out / f"{when}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         figures = {when: played[0] for when, played in self.played.items()}
+        if "after" in self.played:
+            figures["after_minus_before"] = _paired(self.played["before"][1], self.played["after"][1])
         atomic_write_text(out / "eval.json", json.dumps({"env_id": self.spec.env_id, "first_seed": HELD_OUT_SEED,
                                                          **figures}, indent=2))
         summary["heldout"] = figures
+        if "after" not in self.played:
+            return
+        d = figures["after_minus_before"]
+        run.say(f"held-out episodes, {len(self.played['after'][1])} seeds: {d['measure']} after minus before "
+                f"{d['value']:+.3f} [{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]"
+                + ("" if d["interval"][0] > 0 else " (the interval holds 0: no gain shown)"))
+
+
+def _paired(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each seed's success (where the environment reports it for every episode), else its return,
+    after minus before, with its 95% interval (:func:`grpo_seq.stats.paired_difference`)."""
+    success = all(r["success"] is not None for r in before + after)
+    key = "success" if success else "return"
+    d = paired_difference([float(r[key]) for r in before], [float(r[key]) for r in after])
+    return {"measure": key, **d}
 
 
 def write_conversations(path: Path, batch: Any) -> str:

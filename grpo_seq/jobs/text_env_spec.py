@@ -15,7 +15,8 @@ __all__ = ["TextEnvJob"]
 # The LM program's options that a text environment replaces (their unset values): its prompts and
 # rewards come from the env.
 _FROM_THE_ENV = {"dataset": None, "dataset_config": None, "prompt_column": None, "answer_column": None,
-                 "reward_weights": None, "as_chat": False}
+                 "reward_weights": None, "as_chat": False, "eval_dataset": None, "eval_dataset_config": None,
+                 "eval_metric": None}
 
 
 @dataclass
@@ -26,6 +27,7 @@ class TextEnvJob(LMJob):
 
     KIND: ClassVar[str] = "text_env"
     HAS_TURNS: ClassVar[bool] = True
+    HELD_OUT_OPTIONS: ClassVar[str] = "--eval_episodes >= 1"
 
     env_id: str | None = field(
         default=None, metadata={"help": "The text environment: a gymnasium id (MyGame-v0; mypkg.games:MyGame-v0 imports "
@@ -63,6 +65,11 @@ class TextEnvJob(LMJob):
         require(self, "reward_fns", not self.reward_fns, "a text environment's rewards come from the environment; "
                 "leave it unset")
         self.env_options()
+
+    @property
+    def heldout(self) -> bool:
+        """Whether the run plays held-out episodes before and after training."""
+        return self.eval_episodes > 0
 
     def env_options(self) -> dict[str, Any]:
         """``env_kwargs`` as a dict (:class:`ConfigError` for anything but a JSON object)."""

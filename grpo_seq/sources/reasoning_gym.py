@@ -95,14 +95,18 @@ def make_dataset(task: str, options: dict[str, Any] | None = None, seed: int = D
                          f"{' '.join(str(e).split()) or type(e).__name__}") from None
 
 
-def _items(dataset: Any, count: int, skip: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """The first ``count`` items of ``dataset`` whose question is not in ``skip``."""
-    out, i = [], 0
+def _items(dataset: Any, count: int, skip: set[str] | frozenset[str] = frozenset(),
+           distinct: bool = False) -> list[dict[str, Any]]:
+    """The first ``count`` items of ``dataset`` whose question is not in ``skip`` (nor, ``distinct``,
+    an earlier item's)."""
+    out, i, skip = [], 0, set(skip)
     while len(out) < count and i < len(dataset):
         item = dataset[i]
         i += 1
         if item["question"] not in skip:
             out.append({"question": item["question"], "answer": item["answer"], "metadata": item["metadata"]})
+            if distinct:
+                skip.add(item["question"])
     return out
 
 
@@ -110,11 +114,11 @@ def task_items(task: str, options: dict[str, Any] | None = None, split: str = TR
                size: int = DEFAULT_SIZE, flag: str = "--task", options_flag: str = "--task_options",
                count: int | None = None) -> list[dict[str, Any]]:
     """Items (``question``, ``answer``, ``metadata``) of ``task``: for the ``train`` split the
-    ``size`` items of seed ``seed``; else ``count`` (default ``size``) held-out items, from seed
-    ``seed + HELD_OUT_OFFSET``, none with a question of the ``size`` training items. Fewer
-    held-out items than that means the task has too few distinct questions: a
-    :class:`UsageError`. Errors name ``flag`` (the task) or ``options_flag`` (its options, seed
-    and size)."""
+    ``size`` items of seed ``seed``; else held-out items, from seed ``seed + HELD_OUT_OFFSET``,
+    no question twice and none a question of the ``size`` training items: ``count`` of them
+    (fewer means the task has too few distinct questions: a :class:`UsageError`), or, without
+    ``count``, up to ``size`` (as many as the task has; none at all is the error). Errors name
+    ``flag`` (the task) or ``options_flag`` (its options, seed and size)."""
     for name, value, least in (("seed", seed, 0), ("size", size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise UsageError(f"{options_flag}: {name} must be an int >= {least}, got {value!r}")
@@ -122,10 +126,11 @@ def task_items(task: str, options: dict[str, Any] | None = None, split: str = TR
     if split == TRAIN_SPLIT:
         return train
     seen = {item["question"] for item in train}
-    count = size if count is None else count
-    # room for the questions dropped as seen in training
-    held_out = _items(make_dataset(task, options, seed + HELD_OUT_OFFSET, 2 * count + 100, flag, options_flag), count, seen)
-    if len(held_out) < count:
+    wanted = size if count is None else count
+    # room for the questions dropped as seen in training or drawn twice
+    held_out = _items(make_dataset(task, options, seed + HELD_OUT_OFFSET, 2 * wanted + 100, flag, options_flag),
+                      wanted, seen, distinct=True)
+    if len(held_out) < (wanted if count is not None else 1):
         raise UsageError(f"{options_flag}: reasoning-gym task {task} has only {len(held_out)} of {count} held-out "
                          f"questions that differ from its {size} training ones; ask for fewer training items or "
                          "a harder setting")

@@ -9,8 +9,9 @@ import torch
 
 from ..prompt_data import prompt_rows, read_rows
 from ..rewards import RewardScorer
+from ..stats import mean_interval, paired_difference
 
-__all__ = ["eval_datasets", "eval_surrogate", "evaluate_rows"]
+__all__ = ["eval_datasets", "eval_surrogate", "evaluate_rows", "against_first"]
 
 
 def eval_datasets(data: Any) -> dict[str, Any]:
@@ -38,11 +39,13 @@ def eval_surrogate(advantages: torch.Tensor, lengths: torch.Tensor, loss_type: s
 
 
 def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, batch_size: int,
-                  prefix: str, generation: dict[str, Any] | None = None) -> dict[str, float]:
+                  prefix: str, generation: dict[str, Any] | None = None) -> tuple[dict[str, float], list[float]]:
     """Sample ``group_size`` completions of every prompt of ``data`` with the run's policy and
     sampling settings, score them, and return TRL's metrics under ``prefix``: ``_loss``
     (:func:`eval_surrogate`), ``_reward``, ``_reward_std``, ``_rewards/<fn>/mean`` and ``/std``,
-    ``_completions/mean_length``. ``generation``: more ``generate`` options, as in training."""
+    ``_completions/mean_length``, and ``_reward_ci_low`` and ``_high`` (the 95% interval of the
+    mean over prompts of each prompt's mean reward); with each prompt's mean reward, for pairing
+    with a later evaluation. ``generation``: more ``generate`` options, as in training."""
     from ..sampling import LMGroupSampler
 
     cfg, policy = run.spec, run.trainer.policy
@@ -70,7 +73,19 @@ def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, ba
            f"{prefix}_reward_std": float(grouped.std(-1).nan_to_num().mean()) if group_size > 1 else 0.0,
            f"{prefix}_completions/mean_length": float(lengths.float().mean())}
     out.update(_per_function(components, scorer.names, prefix))
-    return out
+    per_prompt = grouped.mean(-1).tolist()
+    low, high = mean_interval(per_prompt)
+    out.update({f"{prefix}_reward_ci_low": low, f"{prefix}_reward_ci_high": high})
+    return out, per_prompt
+
+
+def against_first(first: Sequence[float], now: Sequence[float], prefix: str) -> dict[str, float]:
+    """The paired difference of each prompt's mean reward, now minus the first evaluation's (the
+    model before training, where ``evaluate`` ran before ``train``), with its 95% interval
+    (:func:`grpo_seq.stats.paired_difference`)."""
+    d = paired_difference(first, now)
+    return {f"{prefix}_reward_vs_first": d["value"], f"{prefix}_reward_vs_first_ci_low": d["interval"][0],
+            f"{prefix}_reward_vs_first_ci_high": d["interval"][1]}
 
 
 def _group_advantages(grouped: torch.Tensor, scale: bool) -> torch.Tensor:

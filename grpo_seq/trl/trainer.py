@@ -22,7 +22,7 @@ from ..prompt_data import prompt_rows, read_rows
 from ..rewards import RewardScorer
 from .callbacks import CallbackRunner, reward_stats, trl_logs
 from .config import GRPOConfig
-from .evaluation import eval_datasets, evaluate_rows
+from .evaluation import against_first, eval_datasets, evaluate_rows
 from .reward_funcs import load_reward_funcs
 from .tools import placeholder_rows, tool_sampler, with_environment_reward
 
@@ -78,6 +78,7 @@ class GRPOTrainer:
         self.train_dataset = prompt_rows(read_rows(train_dataset), "prompt", keep_columns=not self.args.remove_unused_columns,
                                          source="train_dataset")
         self.eval_dataset = eval_dataset
+        self._first_eval: dict[str, list[float]] = {}  # each eval set's per-prompt rewards at its first evaluation
         self.tools, self.environment_factory = list(tools or []), environment_factory
         reward_funcs, reward_processing_classes, weights = with_environment_reward(
             environment_factory, reward_funcs, reward_processing_classes, self.args.reward_weights)
@@ -248,7 +249,11 @@ class GRPOTrainer:
         completions of every prompt of ``eval_dataset`` (default: the one given at construction;
         a dict of datasets is evaluated one by one, ``eval_<name>_*``), scored: ``eval_loss``,
         ``eval_reward``, ``eval_reward_std``, ``eval_rewards/<fn>/mean`` and ``/std``,
-        ``eval_completions/mean_length``, ``eval_runtime``, ``epoch``."""
+        ``eval_completions/mean_length``, ``eval_runtime``, ``epoch``; and, beyond TRL, the
+        reward's 95% interval (``eval_reward_ci_low``, ``_high``) and, from the second evaluation
+        of the same prompts on, the paired difference of each prompt's mean reward from the first
+        evaluation's (``eval_reward_vs_first`` with ``_ci_low`` and ``_ci_high``): call ``evaluate()``
+        before ``train()`` and after, and the second says whether training helped beyond noise."""
         data = eval_dataset if eval_dataset is not None else self.eval_dataset
         if self.tools or self.environment_factory is not None:
             raise UsageError("GRPOTrainer.evaluate: evaluation with tools or environment_factory is not in grpo-seq; "
@@ -260,8 +265,12 @@ class GRPOTrainer:
         logs: dict[str, float] = {}
         for prefix, rows in eval_datasets(data).items():
             prefix = prefix.replace("eval", metric_key_prefix, 1)
-            logs.update(evaluate_rows(self._run, rows, self.scorer, group, self.args.per_device_eval_batch_size, prefix,
-                                      self.args.generation_options()))
+            figures, per_prompt = evaluate_rows(self._run, rows, self.scorer, group, self.args.per_device_eval_batch_size,
+                                                prefix, self.args.generation_options())
+            first = self._first_eval.setdefault(prefix, per_prompt)
+            if first is not per_prompt and len(first) == len(per_prompt):
+                figures.update(against_first(first, per_prompt, prefix))
+            logs.update(figures)
         logs[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
         logs["epoch"] = self.state.epoch or 0.0
         self.state.log_history.append({**logs, "step": self.state.global_step})

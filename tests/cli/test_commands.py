@@ -91,6 +91,36 @@ def test_train_lm_then_eval_and_plot(work):
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "--overwrite" in res.stderr
 
 
+def test_train_lm_scores_held_out_prompts_before_and_after_and_max_steps_0_the_base_alone(work):
+    common = ["--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards.matches", "myrewards:sevens",
+              "--eval_dataset", "data.jsonl", "--eval_max_new_tokens", "4", "--max_completion_length", "4"]
+    res = grpo_seq(["train-lm", *common, "--max_steps", "1", "--output_dir", "held"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((work / "held" / "eval_heldout" / "eval.json").read_text())
+    assert result["metric"] == "matches" and result["n"] == 4 and result["steps"] == 1  # the first function's score
+    assert {"base", "trained", "trained_minus_base", "best_constant"} <= set(result)
+    for name in ("base", "trained"):
+        records = [json.loads(x) for x in (work / "held" / "eval_heldout" / f"{name}.jsonl").read_text().splitlines()]
+        assert [r["answer"] for r in records] == ["0", "1", "2", "3"]
+    assert res.stdout.strip().splitlines()[-1].startswith("held-out, 4 items (matches): base ")
+
+    res = grpo_seq(["train-lm", *common, "--max_steps", "0", "--output_dir", "base"], work)
+    assert res.returncode == 0, res.stderr[-3000:]
+    result = json.loads((work / "base" / "eval_heldout" / "eval.json").read_text())
+    assert result["steps"] == 0 and "base" in result and "trained" not in result
+    assert json.loads((work / "base" / "summary.json").read_text())["heldout"] == result
+    assert not (work / "base" / "model").exists() and not (work / "base" / "checkpoints").exists()  # nothing trained
+
+    res = grpo_seq(["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens",
+                    "--max_steps", "0", "--output_dir", "none"], work)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert res.stderr.startswith("error: --max_steps: 0 scores the model on held-out items without training; give "
+                                 "--eval_dataset")
+    res = grpo_seq(["train-lm", *common, "--eval_metric", "nope", "--output_dir", "none"], work)
+    assert res.returncode == 2 and "error: --eval_metric: no reward function 'nope'; the run's are matches, sevens" \
+        in res.stderr and not (work / "none").exists()
+
+
 def format_total(n: int) -> str:
     from grpo_seq.disk import format_bytes
 

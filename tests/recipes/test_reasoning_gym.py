@@ -41,6 +41,16 @@ def test_train_and_held_out_items_share_no_question(task, options):
     assert HELD_OUT_OFFSET == 1_000_003
 
 
+def test_a_task_with_few_questions_holds_out_those_it_has_each_once():
+    # coin_flip has too few distinct questions for 300 held out beside 300 trained: without a count
+    # (grpo-seq eval lm, --eval_dataset) the held-out split is what there is, no question twice
+    train = task_items("coin_flip", {}, "train", size=300)
+    held_out = task_items("coin_flip", {}, "test", size=300)
+    questions = [r["question"] for r in held_out]
+    assert 0 < len(held_out) < 300 and len(set(questions)) == len(questions)
+    assert not set(questions) & {r["question"] for r in train}
+
+
 def test_rows_are_chat_prompts_the_sampler_renders():
     rows = read_rows("reasoning_gym:basic_arithmetic", "train", json.dumps({**EASY, "size": 20, "shots": 2}))
     assert len(rows) == 20 and rows.places[0] == "--dataset reasoning_gym:basic_arithmetic (train) item 1"
@@ -92,7 +102,7 @@ def test_bad_tasks_and_options_are_one_line_naming_them():
     with pytest.raises(UsageError, match="--dataset_config: not valid JSON"):
         read_rows("reasoning_gym:chain_sum", config="{max_terms: 3}")
     with pytest.raises(UsageError, match="only .* of 300 held-out questions"):
-        task_items("coin_flip", {}, "test", size=300)
+        task_items("coin_flip", {}, "test", size=300, count=300)
     with pytest.raises(ValueError, match="'metadata' naming its 'source_dataset'"):
         RewardScorer([score]).check_dataset([{"prompt": "q", "answer": "1"}])
 
@@ -113,14 +123,17 @@ def test_the_recipe_trains_a_step_and_scores_held_out_items(tmp_path, tiny_model
                "--task_options", json.dumps(EASY), "--task_size", "50", "--output_dir", str(out)])
     assert res.returncode == 0, res.stderr[-3000:]
     for name in ("config.json", "metrics.jsonl", "summary.json", "model", "eval_heldout/eval.json",
-                 "eval_heldout/completions.jsonl"):
+                 "eval_heldout/base.jsonl", "eval_heldout/trained.jsonl"):
         assert (out / name).exists(), name
     config = json.loads((out / "config.json").read_text())
     assert config["dataset"] == "reasoning_gym:basic_arithmetic"
     assert json.loads(config["dataset_config"]) == {**EASY, "seed": 0, "size": 50, "shots": 1}
     assert "reward/basic_arithmetic" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     held_out = json.loads((out / "eval_heldout" / "eval.json").read_text())
-    assert held_out["n"] == 4 and "rewards/basic_arithmetic" in held_out  # GRPO_SEQ_QUICK: 4 items
+    assert held_out["n"] == 4 and held_out["metric"] == "basic_arithmetic"  # GRPO_SEQ_QUICK: 4 items
+    assert {"base", "trained", "trained_minus_base", "best_constant", "trained_minus_constant"} <= set(held_out)
+    assert json.loads((out / "summary.json").read_text())["heldout"] == held_out
+    assert res.stdout.strip().splitlines()[-1].startswith("held-out, 4 items (basic_arithmetic): base ")
     bad = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "leg_countin"])
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()]
     assert bad.stderr.startswith("error: --task: no reasoning-gym task 'leg_countin' (did you mean leg_counting")
