@@ -16,7 +16,7 @@ import torch
 
 from .errors import DivergedError
 
-__all__ = ["GracefulStop", "resume_command", "checkpoint_on_error"]
+__all__ = ["GracefulStop", "resume_command", "checkpoint_on_error", "any_process"]
 
 
 class GracefulStop:
@@ -77,10 +77,16 @@ class GracefulStop:
     def agreed(self, accelerator=None) -> bool:
         """Whether any process was asked to stop; all processes get the same answer (one tiny
         all-reduce per call when there are several), so they checkpoint and exit together."""
-        if accelerator is None or accelerator.num_processes == 1:
-            return self.requested
-        flag = torch.tensor([float(self.requested)], device=accelerator.device)
-        return bool(accelerator.reduce(flag, "sum").item() > 0)
+        return any_process(self.requested, accelerator)
+
+
+def any_process(flag: bool, accelerator=None) -> bool:
+    """Whether ``flag`` is True on any process; every process gets the same answer (one tiny
+    all-reduce when there are several)."""
+    if accelerator is None or accelerator.num_processes == 1:
+        return flag
+    t = torch.tensor([float(flag)], device=accelerator.device)
+    return bool(accelerator.reduce(t, "sum").item() > 0)
 
 
 def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:

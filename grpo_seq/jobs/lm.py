@@ -40,7 +40,7 @@ from ..prompt_data import prompt_rows, read_rows
 from ..rewards import RewardScorer
 from ..sampling import LMGroupSampler
 from ..serialization import atomic_write_text
-from ..stopping import GracefulStop, checkpoint_on_error
+from ..stopping import GracefulStop, any_process, checkpoint_on_error
 from ..tracking import tracker_kwargs
 from ..trainer import GRPOTrainer
 from ..budget import shrink
@@ -314,13 +314,22 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
             if stop.agreed(acc):
                 cbs.close()
                 stop.checkpoint_and_exit(trainer, loop_state, cfg.output_dir)
-            if stop_asked:
+            if stop_asked or _out_of_time(lm, start):
                 break
     summary = finish(lm, history, time.perf_counter() - start, loop_state)
     cbs.on_end(lm, summary)
     if acc.is_main_process and "heldout" in summary:  # what the held-out evaluation added
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     return summary
+
+
+def _out_of_time(lm: LMRun, start: float) -> bool:
+    """Whether ``--max_minutes`` has passed (every process agrees); says so once."""
+    limit = lm.spec.max_minutes
+    if not limit or not any_process(time.perf_counter() - start >= 60 * limit, lm.accelerator):
+        return False
+    lm.say(f"--max_minutes {limit:g} reached after step {lm.trainer.step_count} of {lm.spec.max_steps}: stopping")
+    return True
 
 
 def _evaluate_only(lm: LMRun, cbs: JobCallbacks) -> dict:

@@ -62,6 +62,9 @@ class LMJob(JobSpec, GRPOConfig):
     )
     max_steps: int = field(default=30, metadata={"help": "Training steps (each: sample, score, update); 0 scores the "
                                                  "model on --eval_dataset and trains nothing."})
+    max_minutes: float = field(default=0.0, metadata={"help": "Stop after the step that passes this many minutes of "
+                                                      "training (0: no limit); the run then saves and scores its "
+                                                      "held-out items as at --max_steps."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens per completion."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1: off)."})
@@ -168,7 +171,7 @@ class LMJob(JobSpec, GRPOConfig):
     # The budget, logging and how a step is computed may change on --resume_from; the model,
     # data, rewards and sampling may not (GRPOTrainer.resume refuses those, naming each).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
-        "max_steps", "log_completions_every", "torch_threads", "use_cpu", "gradient_checkpointing",
+        "max_steps", "max_minutes", "log_completions_every", "torch_threads", "use_cpu", "gradient_checkpointing",
         "retain_freed_memory", "save_merged",
     }
 
@@ -180,6 +183,7 @@ class LMJob(JobSpec, GRPOConfig):
                      "eval_size", "eval_max_new_tokens"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
+        require(self, "max_minutes", self.max_minutes >= 0, "must be >= 0")
         require(self, "step_advantage_w", self.step_advantage_w == 0 or self.HAS_TURNS, "anchor states are the "
                 "observations of an episode's steps; a completion of one turn has none (a text environment's turns do)")
         check_threads(self)

@@ -94,8 +94,10 @@ def test_train_lm_then_eval_and_plot(work):
 def test_train_lm_scores_held_out_prompts_before_and_after_and_max_steps_0_the_base_alone(work):
     common = ["--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards.matches", "myrewards:sevens",
               "--eval_dataset", "data.jsonl", "--eval_max_new_tokens", "4", "--max_completion_length", "4"]
-    res = grpo_seq(["train-lm", *common, "--max_steps", "1", "--output_dir", "held"], work)
+    # --max_minutes: whatever the machine's speed, a limit this small stops the run after its first step
+    res = grpo_seq(["train-lm", *common, "--max_steps", "5", "--max_minutes", "1e-9", "--output_dir", "held"], work)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "--max_minutes 1e-09 reached after step 1 of 5: stopping" in res.stdout + res.stderr
     result = json.loads((work / "held" / "eval_heldout" / "eval.json").read_text())
     assert result["metric"] == "matches" and result["n"] == 4 and result["steps"] == 1  # the first function's score
     assert {"base", "trained", "trained_minus_base", "best_constant"} <= set(result)
