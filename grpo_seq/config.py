@@ -97,6 +97,13 @@ class GRPOConfig:
             "the ratio, clip and entropy statistics then cover the trained outputs only. Has no effect with beta > 0 or ent_coef > 0."
         },
     )
+    skip_steps_without_signal: bool = field(
+        default=False,
+        metadata={"help": "Take no optimizer step from a batch whose advantages are all 0 (every group's rewards "
+                  "equal, on every process): nothing in it says which outputs to prefer, yet the KL term (beta > 0), "
+                  "an entropy bonus and Adam's momentum would still move the weights. The learning-rate schedule "
+                  "still advances; the step logs perf/optimizer_steps 0."},
+    )
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range: ratio kept in [1-epsilon, 1+epsilon_high]."})
     epsilon_high: float | None = field(
         default=None, metadata={"help": "Upper clipping range (DAPO's clip-higher); defaults to epsilon."}

@@ -40,6 +40,7 @@ from .reference import mix_reference
 from .run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
 from .sampling.base import GroupSampler
 from .serialization import atomic_write_text, link_folder, save_policy
+from .stopping import any_process
 from .tracking import tracker_config
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
@@ -69,6 +70,7 @@ class UpdateStats:
     grad_norms: list[Tensor] = field(default_factory=list)
     entropy_bonuses: list[Tensor] = field(default_factory=list)  # each optimizer step's entropy_coef term
     extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
+    skipped: bool = False  # skip_steps_without_signal: no optimizer step this step
 
 
 # A policy exploring at least this much (nats per token) that falls below COLLAPSED_ENTROPY in one
@@ -403,6 +405,12 @@ class GRPOTrainer:
                 parts = max(1, round(float(per_process) / cfg.minibatch_tokens))
             if REDUCTIONS[cfg.loss_type] == "dapo":  # the step's tokens per optimizer step and process
                 self._step_tokens = per_process / parts
+        if cfg.skip_steps_without_signal and not any_process(bool((batch.advantages != 0).any()), self.accelerator):
+            zero = torch.zeros((), device=self.accelerator.device)
+            stats.losses.append(zero)  # logged as loss 0, grad norm 0 and no optimizer step
+            stats.grad_norms.append(zero)
+            stats.skipped = True
+            return stats
         for _ in range(cfg.mu):
             for part, idx, part_live in self._minibatches(batch, parts, live):
                 before = self._entropy_sums(stats)
@@ -568,7 +576,7 @@ class GRPOTrainer:
                        for i, n in enumerate(TOKEN_STATS)}
         averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
                     "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
-                    "perf/optimizer_steps": float(len(stats.grad_norms)),
+                    "perf/optimizer_steps": 0.0 if stats.skipped else float(len(stats.grad_norms)),
                     "loss/nonfinite_steps": float(self._nonfinite_this_step), **batch.metrics}
         if stats.entropy_bonuses:  # what entropy_coef's term took off loss/policy
             averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()

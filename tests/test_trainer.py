@@ -255,6 +255,23 @@ def test_a_step_with_nothing_to_train_still_moves_adam_like_a_zero_gradient():
     assert math.isnan(m_skip[1]["policy/entropy"]) and not math.isnan(m_all[1]["policy/entropy"])
 
 
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_a_batch_without_signal_takes_no_optimizer_step_when_asked(beta):
+    # Step 2 has only equal-reward groups. By default Adam's momentum (and with beta > 0 the KL
+    # term) still moves the weights; skip_steps_without_signal leaves them exactly as step 1 did.
+    moved = {}
+    for skip in (False, True):
+        trainer = make_trainer(advantage="outcome", beta=beta, skip_steps_without_signal=skip)
+        trainer.sampler = EqualRewardSampler(trainer.sampler, [[], [0, 1, 2, 3]])
+        first = trainer.step()
+        after_first = [p.detach().clone() for p in trainer.policy.parameters()]
+        second = trainer.step()
+        moved[skip] = any(not torch.equal(a, p) for a, p in zip(after_first, trainer.policy.parameters()))
+        assert first["perf/optimizer_steps"] == 1.0
+        assert second["perf/optimizer_steps"] == (0.0 if skip else 1.0)
+    assert moved == {False: True, True: False}
+
+
 def test_nothing_is_skipped_when_the_kl_term_has_a_gradient():
     (m_skip, _, _), _ = _skip_pair([[0, 2], [0, 2]], beta=0.1)
     assert [m["perf/trained_fraction"] for m in m_skip] == [1.0, 1.0]

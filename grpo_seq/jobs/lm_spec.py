@@ -164,6 +164,10 @@ class LMJob(JobSpec, GRPOConfig):
     num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
     num_groups: int = field(default=2, metadata={"help": "Prompts per step on each process."})
     learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
+    skip_steps_without_signal: bool = field(
+        default=True, metadata={"help": "Take no optimizer step from a batch whose groups all have equal rewards: "
+                                "nothing in it says which completions to prefer, yet the KL term and Adam's momentum "
+                                "would still move the weights (drift without learning)."})
     micro_batch_size: int = field(
         default=8, metadata={"help": "Completions per forward/backward pass (0: the whole batch; lower it to save memory)."}
     )

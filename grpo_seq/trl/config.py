@@ -334,6 +334,7 @@ class GRPOConfig:
             if self.sync_ref_model and self.ref_model_mixup_alpha != 1.0:
                 raise ConfigError("GRPOConfig.ref_model_mixup_alpha: this grpo-seq replaces the reference (alpha 1.0)")
             out["ref_sync_steps"] = self.ref_model_sync_steps if self.sync_ref_model else 0
+        out.setdefault("skip_steps_without_signal", False)  # TRL steps on every batch, signal or none
         out["loss_type"] = self.loss_type if self.loss_type in CORE_LOSS_TYPES else LOSS_TYPES[self.loss_type]
         out["scale_rewards"] = self.scale_rewards in (True, "group", "batch")
         if "scale_rewards_level" in core:
