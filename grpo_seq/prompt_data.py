@@ -22,30 +22,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import MissingPathError, UsageError
+from .rows import Rows, row_place
 
 __all__ = [
     "Rows", "row_place", "read_json_rows", "read_utf8", "read_rows", "prompt_rows", "chat_prompts", "check_prompt", "FILE_FORMATS",
 ]
 
 FILE_FORMATS = (".jsonl", ".json", ".parquet", ".csv")
-
-
-class Rows(list):
-    """A list of dataset rows that remembers where each came from (``FILE line N``), for messages."""
-
-    def __init__(self, rows: Sequence[dict[str, Any]], places: Sequence[str]):
-        super().__init__(rows)
-        self.places = list(places)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return Rows(list.__getitem__(self, i), self.places[i])
-        return list.__getitem__(self, i)
-
-
-def row_place(rows: Any, i: int, source: str = "dataset") -> str:
-    """Where row ``i`` of ``rows`` came from: its file and line for :class:`Rows`, else ``source row i+1``."""
-    return rows.places[i] if isinstance(rows, Rows) else f"{source} row {i + 1}"
 
 
 def read_json_rows(path: str | Path) -> Rows:

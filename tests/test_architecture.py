@@ -140,3 +140,40 @@ def loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
 ])
 def test_a_door_loads_no_other_door_and_no_argument_parser(door, unwanted):
     assert loaded_after(f"import {door}", unwanted) == []
+
+
+def import_cycles() -> list[list[str]]:
+    """The groups of modules that import each other, lazily or not, directly or around a loop
+    (strongly connected components of the import graph with more than one module)."""
+    graph: dict[str, set[str]] = {}
+    for a, b in import_edges():
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return cycles
+
+
+def test_no_modules_import_each_other():
+    assert import_cycles() == []

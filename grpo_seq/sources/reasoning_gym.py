@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from ..errors import UsageError
-from ..prompt_data import Rows
+from ..rows import Rows
 
 __all__ = ["SCHEME", "DEFAULT_SEED", "DEFAULT_SIZE", "DEFAULT_SHOTS", "HELD_OUT_OFFSET", "ANSWER_INSTRUCTION",
            "TRAIN_SPLIT", "task_names", "make_dataset", "task_items", "task_rows", "parse_options", "reasoning_gym_rows"]
