@@ -83,6 +83,8 @@ def compare(base: Sequence[float], trained: Sequence[float] | None,
     paired difference trained minus base, the best constant answer and the trained model against it."""
     out: dict[str, Any] = {"n": len(base), "binary": is_binary(base) and is_binary(trained or base),
                            "base": _figures(base)}
+    out["scores"] = {"base": list(base), **({"trained": list(trained)} if trained is not None else {}),
+                     **({"best_constant": list(constant[1])} if constant is not None else {})}  # per item, for pairing
     if trained is not None:
         out["trained"] = _figures(trained)
         out["trained_minus_base"] = paired_difference(base, trained)

@@ -47,7 +47,8 @@ def test_compare_pairs_the_items_and_holds_the_constant_answer_beside():
     assert d["interval"] == pytest.approx(list(newcombe_paired_interval(1, 1, 6, 2)))
     # the trained model equals always answering "1" (7 of 10): no gain over it
     assert out["best_constant"]["score"] == 0.7 and out["trained_minus_constant"]["value"] == 0.0
-    assert compare(base, None, None).keys() == {"n", "binary", "base"}
+    assert out["scores"] == {"base": base, "trained": trained, "best_constant": constant[1]}  # per item, for pairing
+    assert compare(base, None, None).keys() == {"n", "binary", "base", "scores"}
 
 
 def test_the_summary_line_says_when_an_interval_holds_zero():
