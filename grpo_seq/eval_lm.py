@@ -64,7 +64,7 @@ class EvalLMConfig:
         default_factory=list, metadata={"help": "Reward functions by import path (mypkg.rewards:my_fn)."})
     reward_weights: list[float] | None = field(default=None, metadata={"help": "One weight per reward function."})
     metric: str | None = field(
-        default=None, metadata={"help": "The reward function whose value is an item's score, given with its 95% "
+        default=None, metadata={"help": "The reward function whose value is an item's score, given with its 95 percent "
                                 "interval and beside the best constant answer's (default: the first)."})
     answer_format: str = field(
         default="{answer}", metadata={"help": "A gold answer (the 'answer' column) written as a completion, tried as "

@@ -92,12 +92,12 @@ def test_a_model_folder_without_config_json_is_named(run_main, gsm8k, tmp_path):
 def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny_model, tmp_path, monkeypatch):
     import eval_gsm8k
 
-    from grpo_seq import eval_lm
+    from grpo_seq import heldout
 
     def never(*args, **kwargs):
         raise AssertionError("generated before checking the gold answers")
 
-    monkeypatch.setattr(eval_lm, "greedy_completions", never)
+    monkeypatch.setattr(heldout, "greedy_completions", never)
     f = write_jsonl(tmp_path / "dev.jsonl", [GOOD, GOOD, GOOD, {"question": "How many?", "answer": "#### many"}])
     out = tmp_path / "eval"
     res = run_main(eval_gsm8k.cli, ["--model", str(tiny_model), "--dataset", str(f), "--output_dir", str(out)],

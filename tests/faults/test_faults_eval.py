@@ -28,9 +28,9 @@ def eval_gsm8k():
 @pytest.fixture
 def stub_generation(monkeypatch):
     """Greedy "completions" without generating: each prompt answered "#### 5"."""
-    from grpo_seq import eval_lm
+    from grpo_seq import heldout
 
-    monkeypatch.setattr(eval_lm, "greedy_completions", lambda model, tok, prompts, *a, **k: ["#### 5"] * len(prompts))
+    monkeypatch.setattr(heldout, "greedy_completions", lambda model, tok, prompts, *a, **k: ["#### 5"] * len(prompts))
 
 
 @pytest.fixture
@@ -138,12 +138,12 @@ def test_an_output_dir_that_is_a_file_is_refused_before_loading(run_main, eval_g
 
 
 def test_a_failed_evaluation_leaves_no_empty_folder(eval_gsm8k, tiny_model, tmp_path, dev, monkeypatch):
-    from grpo_seq import eval_lm
+    from grpo_seq import heldout
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in generation")
 
-    monkeypatch.setattr(eval_lm, "greedy_completions", broken)
+    monkeypatch.setattr(heldout, "greedy_completions", broken)
     out = tmp_path / "eval"
     with pytest.raises(RuntimeError, match="a bug in generation"):  # a bug keeps its traceback
         eval_gsm8k(["--model", str(tiny_model), "--dataset", str(dev), "--output_dir", str(out), *FAST])

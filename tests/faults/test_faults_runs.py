@@ -137,7 +137,8 @@ def test_a_bad_cartpole_option_is_one_line_and_creates_nothing(run_main, cartpol
 @pytest.mark.parametrize("flags, named", [
     (["--max_completion_length", "0"], "--max_completion_length: must be >= 1, got 0"),
     (["--generation_batch_size", "-1"], "--generation_batch_size: must be >= 0, got -1"),
-    (["--max_steps", "0"], "--max_steps: must be >= 1, got 0"),
+    (["--max_steps", "-1"], "--max_steps: must be >= 0, got -1"),
+    (["--max_steps", "0"], "--max_steps: 0 scores the model on held-out items without training; give --eval_dataset"),
     (["--top_p", "0"], "--top_p: must be in (0, 1], got 0.0"),
     (["--reward_weights", "1", "nan"], "--reward_weights: every weight must be a finite"),
 ])
