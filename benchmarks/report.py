@@ -579,6 +579,80 @@ def lm_learning_per_minute() -> tuple[str, list]:
     return text, head
 
 
+def _learning_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """The lm_learning record's runs by (task, options, task seed, arm), in record order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], json.dumps(r["options"], sort_keys=True), r["task_seed"], r["arm"]), []).append(r)
+    return groups
+
+
+def _over_seeds(runs: list[dict]) -> dict:
+    """One arm's runs on the same held-out items: the base score, the trained score averaged over
+    seeds, and the difference per item averaged over seeds with its 95% normal interval over the
+    items (paired: the items are the same for the base, every seed and the constant answer)."""
+    base = runs[0]["heldout"]["scores"]["base"]
+    trained = [run["heldout"]["scores"]["trained"] for run in runs]
+    # each run tries the answers its own trained model gave: the best constant of all of them
+    best = max(runs, key=lambda run: sum(run["heldout"]["scores"].get("best_constant") or [-1.0]))
+    const = best["heldout"]["scores"].get("best_constant")
+    mean_t = [statistics.mean(col) for col in zip(*trained)]
+
+    def interval(diffs: list[float]) -> tuple[float, float, float]:
+        m, n = statistics.mean(diffs), len(diffs)
+        half = 1.959964 * statistics.stdev(diffs) / math.sqrt(n) if n > 1 else 0.0
+        return m, m - half, m + half
+
+    out = {"n": len(base), "base": statistics.mean(base), "trained": statistics.mean(mean_t),
+           "gain": interval([t - b for t, b in zip(mean_t, base)]),
+           "per_seed": [run["heldout"]["trained_minus_base"]["value"] for run in runs],
+           "steps": statistics.median(run["steps"] for run in runs), "minutes": runs[0]["minutes"]}
+    if const is not None:
+        out["constant"] = (best["heldout"]["best_constant"]["completion"], statistics.mean(const))
+        out["over_constant"] = interval([t - c for t, c in zip(mean_t, const)])
+    return out
+
+
+def _points(iv: tuple[float, float, float]) -> str:
+    m, lo, hi = iv
+    return f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]" + ("" if lo > 0 else " (holds 0)")
+
+
+def lm_learning() -> tuple[str, list]:
+    """Held-out gains of the reasoning-gym recipe over seeds, per task and arm (benchmarks/lm_learning.py)."""
+    if not (RESULTS / "lm_learning/result.json").is_file():
+        return "", []
+    d = load("lm_learning/result.json")
+    rows, headline = [], []
+    for (task, options, task_seed, arm), runs in _learning_groups(d["rows"]).items():
+        f = _over_seeds(runs)
+        const = f.get("constant")
+        rows.append([f"`{task}`", f"`{options}`" if options != "{}" else "defaults", task_seed, arm, len(runs),
+                     f"{f['minutes']:g}", f"{f['steps']:g}", f["n"], f"{100 * f['base']:.1f}%", f"{100 * f['trained']:.1f}%",
+                     _points(f["gain"]), ", ".join(f"{100 * v:+.1f}" for v in f["per_seed"]),
+                     f"{const[0]!s:.30} {100 * const[1]:.1f}%" if const else "-",
+                     _points(f["over_constant"]) if const else "-"])
+        if arm == "defaults":
+            headline.append(f"{task}: {100 * f['base']:.0f}% -> {100 * f['trained']:.0f}%, {_points(f['gain'])} points"
+                            + (f"; best constant answer {100 * const[1]:.0f}%, trained minus it "
+                               f"{_points(f['over_constant'])}" if const else ""))
+    text = ("## Does the reasoning-gym recipe make the model better? Held-out gains over seeds\n\n"
+            "Each row: `recipes/reasoning_gym.py` with the arm's options, trained for the minutes shown on this "
+            "machine's 2 cores, once per training seed, then the base model and each trained model answer the same "
+            "held-out items greedily (items from generator seed task seed + 1,000,003, none a training question). "
+            "Gain: the trained models' score averaged over seeds minus the base model's, per item, with its 95% "
+            "interval over the items (points); per seed: each seed's own difference. Best constant: the one answer "
+            "that, given to every item, scores best on them (the majority baseline), and the trained models against "
+            "it. \"holds 0\": the interval holds 0, no gain shown.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["task", "options", "task seed", "arm", "seeds", "minutes", "steps (median)", "items", "base",
+                     "trained (mean)", "gain, points [95%]", "per seed", "best constant", "trained minus it [95%]"],
+                    rows))
+    head = ["Held-out accuracy of SmolLM2-135M before and after the reasoning-gym recipe, over seeds (95% intervals)",
+            "the base model; the best constant answer", "; ".join(headline) or "-"] if headline else []
+    return text, head
+
+
 TEXT_ENV_CONDITIONS = {"guess": "GuessTheNumber (TextArena)", "gsm8k_calculator": "GSM8K with the calculator",
                        "gsm8k_plain": "GSM8K without it"}
 
@@ -670,7 +744,7 @@ def serve_load() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load):
         text, head = fn()
         if text:

@@ -13,7 +13,7 @@ torch thread, for the same budget (--steps and/or --minutes of training, whichev
 - ``guess``: TextArena's GuessTheNumber-v0 (extra textarena), the recipe's instruction restating after
   every message that the guess is a number in square brackets; held out: --eval_n greedy games
   from the seeds 2**31 on, which training never draws;
-- ``gsm8k_calculator``: GSM8K with the calculator tool (reward_fns/gsm8k_calculator.py), training
+- ``gsm8k_calculator``: GSM8K with the calculator tool (text_envs/gsm8k_calculator.py), training
   on --gsm8k_dir/train.jsonl; held out: the first --gsm8k_eval_n problems of dev.jsonl (``in_order``);
 - ``gsm8k_plain``: the same problems, system prompt, lengths and budget without the tool
   (``calculator: false``: one reply, scored): what the tool adds.
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
 
 CONDITIONS = ("guess", "gsm8k_calculator", "gsm8k_plain")
-CALCULATOR = "reward_fns.gsm8k_calculator:GSM8KCalculator-v0"
+CALCULATOR = "text_envs.gsm8k_calculator:GSM8KCalculator-v0"
 # a step's phases in metrics.jsonl; their shares are of perf/step_seconds
 PHASES = {"generation": "perf/generation_seconds", "environment": "perf/env_seconds", "scoring": "perf/score_seconds",
           "update": ("perf/backward_seconds", "perf/optimizer_seconds")}

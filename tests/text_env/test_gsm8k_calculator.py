@@ -1,4 +1,4 @@
-"""GSM8K with a calculator as a text environment (reward_fns/gsm8k_calculator.py)."""
+"""GSM8K with a calculator as a text environment (text_envs/gsm8k_calculator.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from grpo_seq.envs.text import make_text_env
-from reward_fns.gsm8k_calculator import calculate
+from text_envs.gsm8k_calculator import calculate
 
-ENV_ID = "reward_fns.gsm8k_calculator:GSM8KCalculator-v0"
+ENV_ID = "text_envs.gsm8k_calculator:GSM8KCalculator-v0"
 DUCKS = {"question": "Janet's ducks lay 16 eggs per day. She eats 3 and bakes with 4. She sells the rest at $2 "
                      "each. How much does she make?",
          "answer": "16 - 3 - 4 = <<16-3-4=9>>9 eggs.\n9 * 2 = <<9*2=18>>18\n#### 18"}

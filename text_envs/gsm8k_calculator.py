@@ -1,7 +1,7 @@
 """GSM8K with a calculator, as a text environment: the model may ask for a calculation, the
 environment answers with its result, and the final answer is scored as the GSM8K recipe scores it.
 
-    grpo-seq train-text-env --model MODEL --env_id reward_fns.gsm8k_calculator:GSM8KCalculator-v0 \\
+    grpo-seq train-text-env --model MODEL --env_id text_envs.gsm8k_calculator:GSM8KCalculator-v0 \\
         --env_kwargs '{"data": "../shared/data/gsm8k/train.jsonl"}'
 
 The tool call: a reply that holds ``<calc>EXPRESSION</calc>`` (numbers, + - * / ** %, parentheses)
@@ -31,7 +31,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from .gsm8k import GSM8K_INSTRUCTION, correctness_reward, extract_answer
+from reward_fns.gsm8k import GSM8K_INSTRUCTION, correctness_reward, extract_answer
 
 __all__ = ["GSM8KCalculator", "calculate", "CALCULATOR_INSTRUCTION"]
 
