@@ -633,8 +633,9 @@ def lm_learning() -> tuple[str, list]:
                      _points(f["gain"]), ", ".join(f"{100 * v:+.1f}" for v in f["per_seed"]),
                      f"{const[0]!s:.30} {100 * const[1]:.1f}%" if const else "-",
                      _points(f["over_constant"]) if const else "-"])
-        if arm == "defaults":
-            headline.append(f"{task}: {100 * f['base']:.0f}% -> {100 * f['trained']:.0f}%, {_points(f['gain'])} points"
+        seeds_said = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
+        headline.append(f"{task} ({arm} arm, {seeds_said}, {f['minutes']:g} min): {100 * f['base']:.0f}% -> "
+                        f"{100 * f['trained']:.0f}%, {_points(f['gain'])} points"
                             + (f"; best constant answer {100 * const[1]:.0f}%, trained minus it "
                                f"{_points(f['over_constant'])}" if const else ""))
     text = ("## Does the reasoning-gym recipe make the model better? Held-out gains over seeds\n\n"
