@@ -66,6 +66,11 @@ def test_a_trl_style_script_trains_and_its_reward_rises(tmp_path, tiny_model):
     assert {"eval_loss", "eval_reward", "eval_reward_std", "eval_rewards/sevens/mean", "eval_rewards/has_digit/std",
             "eval_completions/mean_length", "eval_runtime", "epoch"} <= set(metrics)
     assert trainer.state.log_history[-1]["eval_loss"] == metrics["eval_loss"]
+    assert metrics["eval_reward_ci_low"] <= metrics["eval_reward"] <= metrics["eval_reward_ci_high"]
+    assert "eval_reward_vs_first" not in metrics  # the first evaluation of these prompts: nothing to pair with
+    again = trainer.evaluate(dataset.select(range(2)))  # paired with the first, prompt by prompt
+    assert again["eval_reward_vs_first"] == pytest.approx(again["eval_reward"] - metrics["eval_reward"], abs=1e-6)
+    assert again["eval_reward_vs_first_ci_low"] <= again["eval_reward_vs_first"] <= again["eval_reward_vs_first_ci_high"]
 
 
 def test_a_conversational_dataset_and_a_callback_that_stops(tmp_path, tiny_model):
