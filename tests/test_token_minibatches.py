@@ -36,7 +36,7 @@ def test_a_pass_splits_the_tokens_into_disjoint_near_equal_parts_of_every_output
     trainer.step()
     batch = trainer.last_batch
     live = torch.ones(batch.batch_size, dtype=torch.bool)
-    parts = list(trainer._minibatches(batch, 3, live))
+    parts = list(trainer.update.minibatches(batch, 3, live))
     masks = torch.stack([part.mask for part, _, _ in parts]).long()
     assert torch.equal(masks.sum(0).bool(), batch.mask) and masks.sum(0).max() == 1  # each token in one part
     sizes = masks.sum((1, 2)).tolist()
@@ -50,7 +50,7 @@ def test_an_mlp_policy_gets_each_part_as_one_step_outputs_holding_those_steps():
     trainer.step()
     batch = trainer.last_batch
     live = torch.arange(batch.batch_size) != 1  # output 1 has no gradient
-    parts = list(trainer._minibatches(batch, 3, live))
+    parts = list(trainer.update.minibatches(batch, 3, live))
 
     def step(obs, action, advantage, group, has_grad):
         return (*[round(float(x), 6) for x in obs], int(action), round(float(advantage), 6), int(group), bool(has_grad))
@@ -87,13 +87,13 @@ def test_one_part_holding_every_token_takes_the_same_gradient_as_whole_outputs()
     grads = []
     for over in ({}, {"minibatch_tokens": 100_000}):
         trainer = make_trainer(**over)
-        step = trainer._optimizer_step
+        step = trainer.update.optimizer_step
 
         def recording_step(step=step, trainer=trainer):
             grads.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
             return step()
 
-        trainer._optimizer_step = recording_step
+        trainer.update.optimizer_step = recording_step
         trainer.step()
     # pi_old is scored (the policy could move between parts), so the ratio is exactly 1 as before
     assert torch.allclose(grads[0], grads[1], rtol=1e-5, atol=1e-8)

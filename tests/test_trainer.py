@@ -204,13 +204,13 @@ def _skip_pair(flatten, **overrides):
     for skip in (True, False):
         trainer = make_trainer(advantage="outcome", skip_zero_advantage=skip, **overrides)
         trainer.sampler = EqualRewardSampler(trainer.sampler, flatten)
-        grads, optimizer_step = [], trainer._optimizer_step
+        grads, optimizer_step = [], trainer.update.optimizer_step
 
         def recording_step():
             grads.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
             return optimizer_step()
 
-        trainer._optimizer_step = recording_step
+        trainer.update.optimizer_step = recording_step
         metrics = [trainer.step() for _ in flatten]
         runs.append((metrics, torch.stack(grads), trainer))
     return runs

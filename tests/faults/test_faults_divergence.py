@@ -35,15 +35,15 @@ def largest_saved_weight(run_dir: Path) -> float:
 @pytest.fixture
 def growth_seen(monkeypatch) -> list[float]:
     """Every optimizer step's weight growth the divergence check measured, in order."""
-    import grpo_seq.trainer as trainer_mod
+    import grpo_seq.loop.guards as guards
 
-    seen, real = [], trainer_mod.weight_growth
+    seen, real = [], guards.weight_growth
 
     def spy(*args, **kwargs):
         seen.append(real(*args, **kwargs))
         return seen[-1]
 
-    monkeypatch.setattr(trainer_mod, "weight_growth", spy)
+    monkeypatch.setattr(guards, "weight_growth", spy)
     return seen
 
 
@@ -83,18 +83,17 @@ def test_a_policy_collapsed_to_determinism_in_one_step_stops_the_run(run_main, c
 
 
 def test_divergence_later_in_a_run_keeps_the_last_sane_checkpoint(run_main, cartpole, tmp_path, monkeypatch):
-    import grpo_seq.trainer as trainer_mod
+    from grpo_seq.loop.update import PolicyUpdate
 
-    real_set_lr = trainer_mod.GRPOTrainer._set_lr
+    real_run = PolicyUpdate.run
 
-    def lr_exploding_at_step_3(self, progress):  # sane for two steps, then 1e30
-        lr = real_set_lr(self, progress)
-        if self.step_count >= 2:
+    def lr_exploding_at_step_3(self, batch, live, step):  # sane for two steps, then 1e30
+        if step >= 2:
             for g in self.optimizer.param_groups:
                 g["lr"] = 1e30
-        return lr
+        return real_run(self, batch, live, step)
 
-    monkeypatch.setattr(trainer_mod.GRPOTrainer, "_set_lr", lr_exploding_at_step_3)
+    monkeypatch.setattr(PolicyUpdate, "run", lr_exploding_at_step_3)
     run_dir = tmp_path / "run"
     argv = [*TINY, "--save_steps", "1", "--save_total_limit", "2", "--output_dir", str(run_dir)]
     res = run_main(cartpole, argv)
@@ -107,7 +106,7 @@ def test_divergence_later_in_a_run_keeps_the_last_sane_checkpoint(run_main, cart
     verify_checkpoint(sane)
     assert 0 < largest_saved_weight(run_dir) < 100
     assert not (run_dir / "policy").exists() and not (run_dir / "summary.json").exists()
-    monkeypatch.setattr(trainer_mod.GRPOTrainer, "_set_lr", real_set_lr)  # the sane checkpoint resumes
+    monkeypatch.setattr(PolicyUpdate, "run", real_run)  # the sane checkpoint resumes
     res = run_main(cartpole, [*argv[:-2], "--resume_from", str(run_dir)])
     assert res.code == 0, res
     assert 0 < largest_saved_weight(run_dir / "policy") < 100

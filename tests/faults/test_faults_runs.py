@@ -199,16 +199,16 @@ def test_evaluating_a_missing_policy_is_one_line(run_main):
 # -- non-finite training and a full disk ------------------------------------------------------------
 
 def test_nan_gradients_stop_the_run_with_finite_weights_saved(run_main, cartpole, tmp_path, monkeypatch):
-    import grpo_seq.trainer as trainer_mod
+    import grpo_seq.loop.update as update
 
-    real_loss, calls = trainer_mod.grpo_loss, {"n": 0}
+    real_loss, calls = update.grpo_loss, {"n": 0}
 
     def loss_turning_nan(*args, **kwargs):  # finite for 3 updates, then NaN (e.g. a diverging model)
         loss, stats = real_loss(*args, **kwargs)
         calls["n"] += 1
         return (loss * float("nan") if calls["n"] > 3 else loss), stats
 
-    monkeypatch.setattr(trainer_mod, "grpo_loss", loss_turning_nan)
+    monkeypatch.setattr(update, "grpo_loss", loss_turning_nan)
     run_dir = tmp_path / "run"
     res = run_main(cartpole, [*TINY, "--output_dir", str(run_dir)])
     assert res.code == 1, res
