@@ -1004,7 +1004,7 @@ def reasoning_gym_base() -> str:
         gap = r["accuracy"] - c["accuracy"]
         confirmed.append([f"`{r['task']}`", _options(r["options"]), r["level"],
                           f"{r['solved']} / {r['n']} ({r['accuracy']:.0%})",
-                          f"[{r['interval'][0]:.0%}, {r['interval'][1]:.0%}]", f"`{c['answer']!s:.24}` {c['accuracy']:.0%}",
+                          f"[{r['interval'][0]:.0%}, {r['interval'][1]:.0%}]", f"`{' / '.join(str(c['answer']).splitlines()):.24}` {c['accuracy']:.0%}",
                           f"{100 * gap:+.0f}", f"{r['tagged']:.0%}",
                           "**learnable**" if 0.05 <= r["accuracy"] <= 0.6 and gap >= 0 else ""])
     screened = [[f"`{r['task']}`", _options(r["options"]), r["level"], f"{r['solved']} / {r['n']}", f"{r['tagged']:.0%}"]
