@@ -232,8 +232,10 @@ def load_checkpoint(
     ``process_index``. Raises
     :class:`CheckpointError` naming the file that does not fit."""
     state = read_json(folder / "trainer_state.json")
-    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("step", "env_steps")):
-        raise CheckpointError(f"checkpoint {folder}: trainer_state.json has no step and env_steps counters")
+    if isinstance(state, dict) and "tokens_sampled" not in state and "env_steps" in state:
+        state["tokens_sampled"] = state.pop("env_steps")  # the counter's name before 0.2
+    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("step", "tokens_sampled")):
+        raise CheckpointError(f"checkpoint {folder}: trainer_state.json has no step and tokens_sampled counters")
     load_policy_weights(policy, folder / "policy")
     ref_file = folder / "ref_policy.safetensors"
     if ref_policy is not None and ref_file.exists():

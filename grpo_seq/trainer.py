@@ -102,7 +102,9 @@ class GRPOTrainer:
         self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
         self._bare_policy = self.accelerator.unwrap_model(self.model)
         self.step_count = 0
-        self.env_steps = 0  # what the sampler drew: env steps, or a language model's completion tokens
+        # the tokens the sampler drew, dropped groups included: an env agent's env steps (one action
+        # each), a language model's completion tokens
+        self.tokens_sampled = 0
         self.checkpointed_step: int | None = None  # the step of the checkpoint this process wrote last
         self.last_batch: RolloutBatch | None = None
         self.signal = SignalWatch()  # says so, once, when most groups carry no signal for a while
@@ -254,10 +256,10 @@ class GRPOTrainer:
             metrics["policy/entropy_coef"] = self.entropy_control.applied()
         if self.config.dynamic_sampling:  # the dropped groups' steps were sampled too
             tokens += int(acc.reduce(torch.tensor([float(self._unseen_tokens)], device=acc.device), "sum")[0])
-        self.env_steps += tokens
+        self.tokens_sampled += tokens
         seconds = time.perf_counter() - t0
         metrics.update({
-            "step": self.step_count, "perf/tokens_total": self.env_steps, "perf/lr": lr,
+            "step": self.step_count, "perf/tokens_total": self.tokens_sampled, "perf/lr": lr,
             "perf/step_seconds": seconds, "perf/sample_seconds": phases.pop("perf/sample_seconds"),
             "perf/tokens_per_second": tokens / seconds,
             "perf/samples_per_second": batch.batch_size * acc.num_processes / seconds,

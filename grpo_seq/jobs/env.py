@@ -174,7 +174,7 @@ class EnvRun:
 
     @property
     def budget_left(self) -> int:
-        return self.spec.total_env_steps - self.trainer.env_steps
+        return self.spec.total_env_steps - self.trainer.tokens_sampled
 
     @property
     def episodes_per_step(self) -> int:
@@ -193,7 +193,7 @@ class EnvRun:
         shown = {"ret": f"{m.get('reward/env_return', 0):.0f}", "eval": f"{last if last is not None else 0:.0f}"}
         if m.get("reward/flat_steps_in_a_row", 0) >= self.trainer.signal.patience:
             shown["signal"] = "NONE"
-        return Progress(min(self.trainer.env_steps, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
+        return Progress(min(self.trainer.tokens_sampled, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
 
     def step(self, progress: float | None = None) -> tuple[dict[str, float], dict[str, Any] | None]:
         """One training step (``progress`` drives the learning-rate schedule; default: the share of
@@ -202,31 +202,31 @@ class EnvRun:
         spec, trainer = self.spec, self.trainer
         if hasattr(trainer.sampler, "step_budget"):  # each process its share of what is left
             trainer.sampler.step_budget = self.budget_left // self.accelerator.num_processes
-        m = trainer.step(progress=trainer.env_steps / spec.total_env_steps if progress is None else progress)
+        m = trainer.step(progress=trainer.tokens_sampled / spec.total_env_steps if progress is None else progress)
         self.last_metrics = m
-        due = trainer.env_steps >= self.state.next_eval or self.done
+        due = trainer.tokens_sampled >= self.state.next_eval or self.done
         return m, self._evaluate() if self.evaluate is not None and due else None
 
     def _evaluate(self) -> dict[str, Any]:
         """Greedy episodes; logs them, keeps the best policy, notes the first solve."""
         spec, trainer, state = self.spec, self.trainer, self.state
-        state.next_eval = (trainer.env_steps // spec.eval_every + 1) * spec.eval_every
+        state.next_eval = (trainer.tokens_sampled // spec.eval_every + 1) * spec.eval_every
         t_eval = time.perf_counter()
         state.last_eval = float(self.evaluate(trainer.policy).mean())
         state.eval_seconds += time.perf_counter() - t_eval
         elapsed = time.perf_counter() - self._start
-        trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.env_steps, "eval/return": state.last_eval,
+        trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.tokens_sampled, "eval/return": state.last_eval,
                      "eval/seed": self.evaluate.last_seed, "perf/wall_seconds": elapsed})
         if state.best is None or state.last_eval > state.best["return"]:
-            state.best = {"return": state.last_eval, "env_steps": trainer.env_steps}
+            state.best = {"return": state.last_eval, "env_steps": trainer.tokens_sampled}
             if spec.keep_best and trainer.output_dir is not None:
                 trainer.save(Path(spec.output_dir, "policy_best"))
         if state.solved_at is not None:
             state.evals_after_solved += 1
         elif state.last_eval >= spec.solved_return:
-            state.solved_at = {"env_steps": trainer.env_steps, "seconds": elapsed,
+            state.solved_at = {"env_steps": trainer.tokens_sampled, "seconds": elapsed,
                                "train_seconds": elapsed - state.eval_seconds, "iteration": trainer.step_count}
-        return {"env_steps": trainer.env_steps, "return": state.last_eval, "solved": state.solved_at is not None}
+        return {"env_steps": trainer.tokens_sampled, "return": state.last_eval, "solved": state.solved_at is not None}
 
     def finish(self) -> dict[str, Any]:
         """Checkpoint, save the policy (and record an episode), write and say the summary."""
@@ -265,7 +265,7 @@ class EnvRun:
             "best_eval_env_steps": best["env_steps"] if best else None,
             "best_policy": self._best_policy_dir(),
             "no_signal": trainer.signal.message,  # the no-learning-signal warning, if the run ever gave it
-            "env_steps": trainer.env_steps,
+            "env_steps": trainer.tokens_sampled,
             "iterations": trainer.step_count,
             "seconds": seconds,
             "eval_seconds": state.eval_seconds,

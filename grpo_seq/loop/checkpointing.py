@@ -58,7 +58,7 @@ def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
         ckpt.write_checkpoint(
             trainer.output_dir, trainer.step_count, policy=trainer.policy,
             optimizer_state=trainer.optimizer.state_dict() if cfg.save_optimizer else None,
-            trainer_state={"step": trainer.step_count, "env_steps": trainer.env_steps, "num_processes": acc.num_processes,
+            trainer_state={"step": trainer.step_count, "tokens_sampled": trainer.tokens_sampled, "num_processes": acc.num_processes,
                            "signal": dataclasses.asdict(trainer.signal),
                            "entropy_control": dataclasses.asdict(trainer.entropy_control),
                            "config": cfg.to_dict(), "extra": extra() if callable(extra) else (extra or {})},
@@ -86,7 +86,7 @@ def resume(trainer: GRPOTrainer, folder: Path) -> dict[str, Any]:
             trainer.optimizer.load_state_dict(optimizer_state)
         except (ValueError, KeyError) as e:
             raise ckpt.CheckpointError(f"checkpoint {folder}: optimizer.pt does not fit this policy's parameters: {e}") from None
-    trainer.step_count, trainer.env_steps = int(state["step"]), int(state["env_steps"])
+    trainer.step_count, trainer.tokens_sampled = int(state["step"]), int(state["tokens_sampled"])
     trainer.guard.last_norm = None  # the weights were just loaded
     if rng is None:
         logger.warning(

@@ -356,7 +356,7 @@ class GRPO(Persistence):
             else int(total_timesteps)
         self._configure_logger(tb_log_name, reset_num_timesteps)
         # the run's budget in its own env-step count: evaluations are due by it, the last at its end
-        self.config.total_env_steps = self._trainer.env_steps + total - self.num_timesteps
+        self.config.total_env_steps = self._trainer.tokens_sampled + total - self.num_timesteps
         cb = as_callback(callback)
         cb.init_callback(self)
         bar = self._progress_bar(progress_bar, total - start)
