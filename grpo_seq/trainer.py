@@ -35,7 +35,7 @@ from .loop.run_folder import RunFolder
 from .loop.scoring import Scoring
 from .loop.step_metrics import step_metrics
 from .loop.update import PolicyUpdate, UpdateStats, adamw
-from .sampling.base import GroupSampler
+from .sampling.base import Budgeted, GroupSampler
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
 
@@ -186,7 +186,7 @@ class GRPOTrainer:
         cfg = self.config
         if not cfg.dynamic_sampling:
             return self._draw()
-        budget = getattr(self.sampler, "step_budget", None)  # env steps this process may still take (a job's)
+        budget = self.sampler.step_budget if isinstance(self.sampler, Budgeted) else None
         if budget is None:
             batch, self._unseen_tokens = fill_informative(self._draw, cfg.num_groups, cfg.max_resample_rounds)
             return batch

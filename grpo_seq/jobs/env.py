@@ -40,6 +40,7 @@ from ..evaluation import PolicyEvaluator, eval_stream_seed
 from ..plot import plot_run_if_possible
 from ..policies.mlp import CategoricalMLPPolicy
 from ..record import check_renderer, record_episode
+from ..sampling.base import Budgeted, EpisodeSampler
 from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
 from ..sampling.novelty import NoveltyBonus
 from ..serialization import atomic_write_text
@@ -129,7 +130,7 @@ class EnvRun:
 
     label = "env"
 
-    def __init__(self, spec: EnvJob, policy: nn.Module | None = None, sampler: Any = None,
+    def __init__(self, spec: EnvJob, policy: nn.Module | None = None, sampler: EpisodeSampler | None = None,
                  env_fn: Callable[[], Any] | None = None, reward_fn: Any = None,
                  accelerator: Accelerator | None = None):
         self.spec = spec
@@ -145,7 +146,7 @@ class EnvRun:
             spec.solved_return = solved_threshold(spec)
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
         sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
-        check_budget(spec, getattr(sampler, "num_envs", 1) * self.accelerator.num_processes)
+        check_budget(spec, sampler.num_envs * self.accelerator.num_processes)
         self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
@@ -179,7 +180,7 @@ class EnvRun:
     @property
     def episodes_per_step(self) -> int:
         """Episodes one step plays over all processes: the least env steps a step can take."""
-        return getattr(self.trainer.sampler, "num_envs", 1) * self.accelerator.num_processes
+        return self.trainer.sampler.num_envs * self.accelerator.num_processes
 
     def loop_state(self) -> dict[str, Any]:
         """The loop's state as saved in a checkpoint."""
@@ -200,7 +201,7 @@ class EnvRun:
         the budget done), then an evaluation when one is due. Returns the step's metrics and the
         evaluation's result (None when none ran)."""
         spec, trainer = self.spec, self.trainer
-        if hasattr(trainer.sampler, "step_budget"):  # each process its share of what is left
+        if isinstance(trainer.sampler, Budgeted):  # each process its share of what is left
             trainer.sampler.step_budget = self.budget_left // self.accelerator.num_processes
         m = trainer.step(progress=trainer.tokens_sampled / spec.total_env_steps if progress is None else progress)
         self.last_metrics = m

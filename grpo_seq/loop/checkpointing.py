@@ -15,6 +15,7 @@ from .. import checkpoint as ckpt
 from ..config import GRPOConfig
 from ..diagnostics import SignalWatch
 from ..entropy_control import EntropyControl
+from ..sampling.base import Resumable
 from ..serialization import link_folder, save_policy
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
     acc, cfg, sampler = trainer.accelerator, trainer.config, trainer.sampler
     rng_states = gather_object([{
         "global": ckpt.rng_state(), "shuffle": ckpt.generator_state(trainer.shuffle_gen),
-        "sampler": sampler.state_dict() if hasattr(sampler, "state_dict") else None,
+        "sampler": sampler.state_dict() if isinstance(sampler, Resumable) else None,
     }])
     target = ckpt.checkpoint_dir(trainer.output_dir, trainer.step_count)
     if acc.is_main_process:
@@ -97,7 +98,7 @@ def resume(trainer: GRPOTrainer, folder: Path) -> dict[str, Any]:
         return state.get("extra") or {}
     ckpt.set_rng_state(rng["global"])
     ckpt.set_generator_state(trainer.shuffle_gen, rng["shuffle"])
-    if rng.get("sampler") is not None and hasattr(trainer.sampler, "load_state_dict"):
+    if rng.get("sampler") is not None and isinstance(trainer.sampler, Resumable):
         trainer.sampler.load_state_dict(rng["sampler"])
     return state.get("extra") or {}
 

@@ -72,8 +72,10 @@ class AlternativesSampler(RandomStreams):
         self.action_rng = np.random.default_rng(int(self.rng.integers(2**63 - 1)))
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
         self.env_steps = 0
+        self.num_envs = 1  # one env walks; the alternatives branch from its snapshots
         self.last_episode_returns: list[float] = []
         self.last_episode_lengths: list[int] = []
+        self.last_episode_cut: list[bool] = []  # never cut: the walk's episodes end as the env ends them
         self._obs = self._reset()
 
     def _reset(self) -> np.ndarray:
@@ -120,6 +122,7 @@ class AlternativesSampler(RandomStreams):
             if terminated or truncated:
                 self.last_episode_returns.append(self._ep_return)
                 self.last_episode_lengths.append(self._ep_len)
+                self.last_episode_cut.append(False)
                 self._obs = self._reset()
 
     def _scores(self, out: dict[str, list]) -> np.ndarray:
@@ -141,7 +144,7 @@ class AlternativesSampler(RandomStreams):
         states = np.zeros((n, self.obs_dim), dtype=np.float32)
         tokens = np.zeros((n, G), dtype=np.int64)
         out: dict[str, list] = {k: [] for k in ("s", "a", "s2", "r", "row", "disc")}
-        self.last_episode_returns, self.last_episode_lengths = [], []
+        self.last_episode_returns, self.last_episode_lengths, self.last_episode_cut = [], [], []
         for g in range(n):
             states[g] = self._obs
             tokens[g] = self._try_alternatives(act, self._obs, g, out)

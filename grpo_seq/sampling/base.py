@@ -10,7 +10,7 @@ from torch import nn
 
 from ..batch import RolloutBatch
 
-__all__ = ["GroupSampler", "RandomStreams"]
+__all__ = ["GroupSampler", "Resumable", "EpisodeSampler", "Budgeted", "RandomStreams"]
 
 
 @runtime_checkable
@@ -28,6 +28,51 @@ class GroupSampler(Protocol):
     group_size: int
 
     def sample(self, policy: nn.Module) -> RolloutBatch: ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A sampler whose position a checkpoint keeps: ``state_dict`` is JSON-able, and loading it
+    makes the sampler draw what it would have drawn had the run never stopped."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class EpisodeSampler(Protocol):
+    """A sampler of environment episodes, as the env job, the trainer's dynamic sampling and the
+    Stable-Baselines3 door use it, beyond :class:`GroupSampler`.
+
+    Attributes:
+        num_envs: the episodes one ``sample`` plays on this process.
+        env_steps: env steps taken so far on this process.
+        last_episode_returns, last_episode_lengths: the env's own return and length of each
+            episode of the last ``sample``.
+        last_episode_cut: whether each of those episodes was cut short by the step budget.
+    """
+
+    num_groups: int
+    group_size: int
+    num_envs: int
+    env_steps: int
+    last_episode_returns: list[float]
+    last_episode_lengths: list[int]
+    last_episode_cut: list[bool]
+
+    def sample(self, policy: nn.Module) -> RolloutBatch: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Budgeted(Protocol):
+    """A sampler that keeps to a budget of env steps: ``step_budget`` is what this process may
+    still take (None: unbounded). The env job sets it before each step, the sampler cuts episodes
+    (as truncated) to stay within it, and dynamic sampling's redraws spend it."""
+
+    step_budget: int | None
 
 
 class RandomStreams:

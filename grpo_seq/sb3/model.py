@@ -411,7 +411,7 @@ class GRPO(Persistence):
     def _budget_cut(sampler: Any) -> list[bool]:
         """Per episode of the last rollout: cut short by learn's budget rather than ended (SB3 would
         go on with it)."""
-        return list(getattr(sampler, "last_episode_cut", None) or [False] * len(sampler.last_episode_lengths))
+        return list(sampler.last_episode_cut)
 
     def _replay_steps(self, cb: Any, new: int) -> bool:
         """SB3's ``on_step`` calls for ``new`` env steps, each after ``update_locals`` with the
