@@ -33,17 +33,17 @@ ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 # the envs whose settings were measured before anchor steps existed (their records stand as measured)
 NO_ANCHORS = dict(step_advantage_w=0.0)
 ENV_OVERRIDES: dict[str, dict[str, Any]] = {
-    # Eight members per start state: the final greedy return after solving is higher than with
-    # four (the family ablation's 20-seed arm), at the same env steps to solve. Minibatches of
-    # 1,024 env steps: an early batch of eight 500-step episodes gives four optimizer steps, a late
-    # one of short episodes one, so it solves in fewer env steps with the same final return (20
-    # seeds; 256 and 512 steps a minibatch end lower).
+    # Eight members per start state: a higher final greedy return after solving than four, at the
+    # same env steps to solve. Minibatches of 1,024 env steps: an early batch of eight 500-step
+    # episodes gives four optimizer steps, a late one of short episodes one, so it solves in fewer
+    # env steps with the same final return. The evidence: docs/experiments.md (family_ablation,
+    # env_sweep in benchmarks/results/).
     "Acrobot-v1": dict(num_generations=8, minibatch_tokens=1024, total_env_steps=200_000, eval_every=5_000,
                        **NO_ANCHORS),
     # Once the car reaches the flag, members differ by a few steps of chance: centred advantages
     # and beta2 0.999 keep those steps small. The first push from a standstill depends on the start
     # position: centred observations spread the starts across the inputs, and the entropy bonus
-    # keeps the group trying both directions. PPO's budget there is 1M env steps too.
+    # keeps the group trying both directions. The budget is rl-zoo3's for PPO on this env.
     "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="stepwise", learning_rate=1e-2,
                            scale_rewards=False, adam_beta2=0.999, obs_center=True, ent_coef=0.01,
                            total_env_steps=1_000_000, eval_every=10_000, **NO_ANCHORS),
