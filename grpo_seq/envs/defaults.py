@@ -52,6 +52,21 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     "LunarLander-v3": dict(num_generations=2, total_env_steps=2_000_000, eval_every=20_000, **NO_ANCHORS),
 }
 
+# An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
+# envs are): CartPole's family, with advantages centred only and GiGPO's step groups at anchor
+# states. Where observations repeat (a discrete state, one-hot) the steps from one state are
+# compared with each other, the per-state baseline a pair of episodes in unrelated states lacks;
+# centred, a difference made only by a reward far in the discounted future stays small instead of
+# being divided up to a unit-sized advantage. CartPole built without an id solves as often either
+# way (benchmarks/results/sb3_identity).
+UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": False, "step_advantage_w": 1.0}
+
+# The alternatives mode (every action tried from one state, the Stable-Baselines3 door's
+# alternatives=True): states per update (one state is a small group), and the most actions tried
+# at one state without an explicit group_size.
+ALTERNATIVES_GROUPS = 16
+ALTERNATIVES_MAX_DEFAULT_G = 4096
+
 PER_ENV = "default: per env family (grpo_seq.envs.defaults)"
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from torch import nn
 
 from ..config import GRPOConfig, token_minibatch_conflict
-from ..envs.defaults import ENV_DEFAULTS, per_env
+from ..envs.defaults import UNREGISTERED, per_env
 from ..errors import UsageError
 from ..jobs.env_spec import EnvJob
 
@@ -32,20 +32,12 @@ _NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "s
                "hidden_sizes", "obs_scale", "orthogonal_init", "max_episode_steps", "exploration_bonus")
 
 
-# An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
-# envs are): CartPole's family, with advantages centred only and GiGPO's step groups at anchor
-# states. Where observations repeat (a discrete state, one-hot) the steps from one state are
-# compared with each other, the per-state baseline a pair of episodes in unrelated states lacks;
-# centred, a difference made only by a reward far in the discounted future stays small instead of
-# being divided up to a unit-sized advantage. CartPole built without an id solves as often either
-# way (benchmarks/results/sb3_identity).
-UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": False, "step_advantage_w": 1.0}
 # PPO's batch_size default, taken where the caller shapes PPO's rollout with n_steps
 PPO_BATCH_SIZE = 64
 
 
 def _surface_defaults() -> dict[str, Any]:
-    """The env job's algorithm defaults (its spec's field defaults, then :data:`UNREGISTERED`'s
+    """The env job's algorithm defaults (its spec's field defaults, then :data:`grpo_seq.envs.defaults.UNREGISTERED`'s
     values) that are GRPOConfig fields, for an env without a registered id: what a saved model
     records of its options."""
     fields = {f.name: f.default for f in dataclasses.fields(EnvJob)}

@@ -15,7 +15,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
-from ..envs.defaults import per_env
+from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
 from ..budget import cap_env_steps
@@ -38,8 +38,6 @@ from .schedule import FloatSchedule
 __all__ = ["GRPO"]
 
 _GROUP_MODES = ("episodes", "alternatives")
-_ALTERNATIVES_GROUPS = 16  # states per update in the alternatives mode (one state is a small group)
-_ALTERNATIVES_MAX_DEFAULT_G = 4096  # the most actions tried at one state without an explicit group_size
 _NO_TIME_LIMIT_STEPS = 1000  # an episode's cap in training for an env without a time limit
 
 
@@ -73,14 +71,11 @@ class GRPO(Persistence):
     One thin layer: the arguments become an env job spec (:attr:`config`, an
     :class:`grpo_seq.jobs.env_spec.EnvJob`, the same spec ``grpo-seq train-env`` runs), and
     ``learn`` steps that job's run (:meth:`grpo_seq.jobs.env.EnvRun.step`) until ``total_timesteps``
-    env steps, with the env family's defaults (:mod:`grpo_seq.envs.defaults`; CartPole: G = 2
-    episodes per start state, one group per update, Adam lr 2e-2 decayed linearly to 0 over the
-    ``learn`` budget, betas 0.5/0.95, bnpo loss, step-wise advantages, gamma 0.98, 64-64 tanh MLP
-    with orthogonal init, observations in units of its termination thresholds; other registered
-    envs: their G, lr and gamma, observations in the units random play reaches (centred where the
-    env program centres them: MountainCar), the tie-breaking ``exploration_bonus``, ``absorb_ended``
-    and ``ent_coef``; an env without a registered id: CartPole's, with centred advantages and GiGPO's
-    anchor steps, :data:`grpo_seq.sb3.arguments.UNREGISTERED`). Constructing it seeds the global
+    env steps, with the env family's defaults: G, the learning rate and its schedule, Adam's betas,
+    the loss, the advantages, gamma, the network, the observation units and the bonuses live in
+    :mod:`grpo_seq.envs.defaults` (an env without a registered id:
+    :data:`grpo_seq.envs.defaults.UNREGISTERED`; the alternatives mode:
+    ``ALTERNATIVES_GROUPS`` there), and the options page lists them per env. Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
     Stable-Baselines3 arguments, and what they are here:
@@ -247,12 +242,12 @@ class GRPO(Persistence):
         if alt:
             ours.setdefault("advantage", "outcome")
             if self._sb3["n_steps"] is None:
-                ours.setdefault("num_groups", _ALTERNATIVES_GROUPS)
+                ours.setdefault("num_groups", ALTERNATIVES_GROUPS)
             if self._sb3["group_size"] is None and "num_generations" not in ours:
                 n = self._num_actions() if source is None else source.codec.num_actions
-                if n > _ALTERNATIVES_MAX_DEFAULT_G:
+                if n > ALTERNATIVES_MAX_DEFAULT_G:
                     raise UsageError(f"group_mode='alternatives' tries every action at a state by default, and this "
-                                     f"action space has {n}; pass group_size (at most {_ALTERNATIVES_MAX_DEFAULT_G} "
+                                     f"action space has {n}; pass group_size (at most {ALTERNATIVES_MAX_DEFAULT_G} "
                                      "is usual) to try a sample of them")
                 ours["num_generations"] = n
         limit = self._episode_limit(source)
