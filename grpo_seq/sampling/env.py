@@ -189,9 +189,7 @@ class EnvGroupSampler(RandomStreams):
         self.last_branched = np.zeros(self.num_envs, dtype=bool)
         self.env_steps = 0
         # each episode of the last sample: the env's return and length, and whether the budget cut it
-        self.last_episode_returns: list[float] = []
-        self.last_episode_lengths: list[int] = []
-        self.last_episode_cut: list[bool] = []
+        self.last_episode_returns, self.last_episode_lengths, self.last_episode_cut = [], [], []
         # The most env steps the next sample may take (None: no cap); the job sets it to what is
         # left of its budget, so that a run never overruns --total_env_steps by a step's worth.
         self.step_budget: int | None = None
