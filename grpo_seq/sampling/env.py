@@ -131,21 +131,11 @@ class EnvGroupSampler(RandomStreams):
     episodes, whose returns count from the branch state (``reward/env_return`` leaves them out).
     """
 
-    def __init__(
-        self,
-        env_id: str,
-        num_groups: int,
-        group_size: int,
-        seed: int = 0,
-        max_episode_steps: int | None = None,
-        env_kwargs: dict[str, Any] | None = None,
-        env_fn: Callable[[], gym.Env] | None = None,
-        reward_fn: StepRewardFn | None = None,
-        bonus: NoveltyBonus | None = None,
-        env_objects: list[gym.Env] | None = None,
-        obs_transform: Callable[[np.ndarray], np.ndarray] | None = None,
-        branch_prob: float = 0.0,
-    ):
+    def __init__(self, env_id: str, num_groups: int, group_size: int, seed: int = 0,
+                 max_episode_steps: int | None = None, env_kwargs: dict[str, Any] | None = None,
+                 env_fn: Callable[[], gym.Env] | None = None, reward_fn: StepRewardFn | None = None,
+                 bonus: NoveltyBonus | None = None, env_objects: list[gym.Env] | None = None,
+                 obs_transform: Callable[[np.ndarray], np.ndarray] | None = None, branch_prob: float = 0.0):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
         if num_groups < 1:
