@@ -581,10 +581,11 @@ def lm_learning_per_minute() -> tuple[str, list]:
 
 
 def _learning_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
-    """The lm_learning record's runs by (task, options, task seed, arm), in record order."""
+    """The lm_learning record's runs by (task, options, task seed, arm, minutes), in record order."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["task"], json.dumps(r["options"], sort_keys=True), r["task_seed"], r["arm"]), []).append(r)
+        key = (r["task"], json.dumps(r["options"], sort_keys=True), r["task_seed"], r["arm"], r["minutes"])
+        groups.setdefault(key, []).append(r)
     return groups
 
 
@@ -625,7 +626,9 @@ def lm_learning() -> tuple[str, list]:
         return "", []
     d = load("lm_learning/result.json")
     rows, headline = [], []
-    for (task, options, task_seed, arm), runs in _learning_groups(d["rows"]).items():
+    groups = _learning_groups(d["rows"])
+    most_seeds = max(len(runs) for runs in groups.values())
+    for (task, options, task_seed, arm, _), runs in groups.items():
         f = _over_seeds(runs)
         const = f.get("constant")
         rows.append([f"`{task}`", f"`{options}`" if options != "{}" else "defaults", task_seed, arm, len(runs),
@@ -634,6 +637,8 @@ def lm_learning() -> tuple[str, list]:
                      f"{const[0]!s:.30} {100 * const[1]:.1f}%" if const else "-",
                      _points(f["over_constant"]) if const else "-"])
         seeds_said = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
+        if len(runs) < min(3, most_seeds):  # the headline keeps the arms run over 3 seeds or more
+            continue
         headline.append(f"{task} ({arm} arm, {seeds_said}, {f['minutes']:g} min): {100 * f['base']:.0f}% -> "
                         f"{100 * f['trained']:.0f}%, {_points(f['gain'])} points"
                             + (f"; best constant answer {100 * const[1]:.0f}%, trained minus it "
