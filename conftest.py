@@ -8,7 +8,7 @@ per page. A Python block whose first line is a comment naming a file (``# mypkg/
 that file: it is written into the working folder for the blocks after it.
 
 Budgets: ``GRPO_SEQ_QUICK=1`` is set, so every training command and class stops after a smoke
-test's budget (:mod:`grpo_seq.budget`); nothing reaches the network (hub access is off).
+test's budget (:mod:`grpo_seq.jobs.budget`); nothing reaches the network (hub access is off).
 
 A block that is not meant to run says so just above itself: ``<!-- skip: next "why" -->``. The
 benchmark report and the experiments page are records generated from benchmarks/results (their
@@ -32,7 +32,7 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "examples"
-# the dequantised SmolLM2 (grpo_seq.models.gguf_cache_dir), made by the first example that loads it
+# the dequantised SmolLM2 (grpo_seq.io.models.gguf_cache_dir), made by the first example that loads it
 # and read by the rest. One folder for the session: the process that loads this file first (pytest's
 # main process, before xdist starts its workers) makes it and removes it at exit; the workers inherit
 # its name, so the model is converted once, not once per worker (the cache is written atomically).

@@ -19,7 +19,7 @@ both get one torch thread: a 64-64 MLP is no faster on two (SB3 here: 5.6 s for 
 one thread, 6.4 s on two), and a second thread only contends with whatever else runs.
 
 How it is measured, the same for both:
-- Evaluation: `grpo_seq.evaluation.PolicyEvaluator("CartPole-v1", 10, seed=eval_stream_seed(seed))`,
+- Evaluation: `grpo_seq.scoring.evaluation.PolicyEvaluator("CartPole-v1", 10, seed=eval_stream_seed(seed))`,
   10 greedy episodes; SB3's policy goes through a small adapter with the evaluator's interface,
   and both pick greedy actions through the same numpy code (`numpy_actor`: the same three
   matrix products on each system's weights), so an evaluation costs both the same.
@@ -34,7 +34,7 @@ How it is measured, the same for both:
   steps); ours updates on 2 whole episodes (up to 1k env steps once it balances) and so
   evaluates a little less often: compare "train s" where the evaluation count matters.
 - Peak RSS is each worker process's own `ru_maxrss`. Ours imports accelerate, transformers'
-  argument parser and tqdm; the SB3 worker imports grpo_seq.evaluation (a ~15 MiB extra).
+  argument parser and tqdm; the SB3 worker imports grpo_seq.scoring.evaluation (a ~15 MiB extra).
 Differences that remain: SB3 steps a DummyVecEnv of 8 Python gym envs, ours its 2 gym envs
 one by one, only those still running; SB3 collects fixed 256-step rollouts, ours whole
 episodes (so its env steps per update vary). An unsolved run counts as +inf in medians and ratios; the JSON
@@ -120,7 +120,7 @@ def sb3_worker(seed: int, total_env_steps: int, eval_every: int) -> dict[str, An
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
-    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
+    from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
     evaluate = PolicyEvaluator(ENV_ID, EVAL_EPISODES, seed=eval_stream_seed(seed))

@@ -12,7 +12,7 @@ machine drift hits both alike, each in its own subprocess (so peak memory belong
 - SB3: PPO("MlpPolicy") with rl-zoo3's settings for E (``n_envs``, ``normalize`` as
   ``VecNormalize``, ``lin_`` schedules), its budget ``n_timesteps``, one torch thread.
 Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
-``grpo_seq.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
+``grpo_seq.scoring.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
 ``VecNormalize`` observation statistics), reset seeds from ``eval_stream_seed(seed)`` on (each
 evaluation new start states, each run seed its own). "Solved" is the first
 evaluation at or above the env's ``reward_threshold``; each run stops ``--stop_after`` evaluations
@@ -100,7 +100,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
+    from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
     zoo = zoo_settings(env_id)

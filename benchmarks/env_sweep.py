@@ -40,7 +40,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     from accelerate.utils import set_seed
 
     from grpo_seq import GRPOTrainer
-    from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
+    from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
     from grpo_seq.jobs.env import make_policy, make_sampler, solved_threshold
     from grpo_seq.jobs.env_spec import EnvJob
 

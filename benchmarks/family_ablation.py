@@ -49,8 +49,8 @@ BOOTSTRAP = 2000  # resamples of the seeds for each interval
 @contextlib.contextmanager
 def recorded_evaluations():
     """Every evaluation's mean return during the block, in order (``env_sweep.run`` keeps only
-    those after solving): ``grpo_seq.evaluation.PolicyEvaluator`` wrapped while it lasts."""
-    import grpo_seq.evaluation as evaluation
+    those after solving): ``grpo_seq.scoring.evaluation.PolicyEvaluator`` wrapped while it lasts."""
+    import grpo_seq.scoring.evaluation as evaluation
 
     original, returns = evaluation.PolicyEvaluator, []
 

@@ -72,15 +72,15 @@ def train_and_evaluate(a: argparse.Namespace, variant: str, seed: int, setup: tu
 
 def evaluate(a: argparse.Namespace, model, tokenizer, held: list, fns: list, tokens: int, metric: str) -> float:
     """Held-out accuracy: greedy answers scored by the task's own scorer."""
-    from grpo_seq.eval_lm import score_greedy
-    from grpo_seq.rewards import RewardScorer
+    from grpo_seq.jobs.eval_lm import score_greedy
+    from grpo_seq.scoring.rewards import RewardScorer
 
     metrics, _ = score_greedy(model, tokenizer, held, RewardScorer(fns), tokens, a.eval_batch)
     return float(metrics[metric])
 
 
 def base_accuracy(a: argparse.Namespace, setup: tuple) -> float:
-    from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.io.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(a.model)
     _, fns, held, tokens, metric = setup

@@ -12,7 +12,7 @@ them at once means whatever else the machine does slows both alike.
 
 Each worker answers the same held-out items greedily at 0, half and all of the budget
 (its training clock paused while it does), with the same evaluation code
-(grpo_seq.eval_lm.score_greedy) and the task's own scorer, full marks only (training too: the
+(grpo_seq.jobs.eval_lm.score_greedy) and the task's own scorer, full marks only (training too: the
 substring partial credit of many tasks is exploitable). Tasks: a reasoning-gym task by name
 (``task`` or ``task:{JSON options}``; training items from generator seed 0, held-out ones from the
 disjoint held-out seed, as recipes/reasoning_gym.py), or ``gsm8k`` (training on
@@ -53,7 +53,7 @@ def parse_task(text: str) -> tuple[str, dict]:
 
 def task_setup(text: str, a: argparse.Namespace) -> tuple[dict, list, list, int, str]:
     """(LMJob fields, reward functions, held-out rows, eval tokens, accuracy metric) of one task."""
-    from grpo_seq.prompt_data import prompt_rows, read_rows
+    from grpo_seq.io.prompt_data import prompt_rows, read_rows
 
     task, options = parse_task(text)
     if task == "gsm8k":
@@ -66,7 +66,7 @@ def task_setup(text: str, a: argparse.Namespace) -> tuple[dict, list, list, int,
         held = prompt_rows([dev[i] for i in range(min(a.eval_n, len(dev)))], None, "answer", GSM8K_SYSTEM_PROMPT,
                            GSM8K_INSTRUCTION, True, source="gsm8k dev")
         return fields, [correctness_reward, format_reward], held, a.gsm8k_tokens, "rewards/correctness_reward"
-    from grpo_seq.sources.reasoning_gym import DEFAULT_SHOTS, SCHEME, task_items, task_rows
+    from grpo_seq.io.sources.reasoning_gym import DEFAULT_SHOTS, SCHEME, task_items, task_rows
     from reward_fns.reasoning_gym import task_score
 
     fields = {"dataset": f"{SCHEME}{task}", "reward_fns": ["task"], "max_completion_length": a.tokens,
@@ -82,7 +82,7 @@ class Clock:
     """Training seconds with evaluations left out; evaluates at each mark it passes."""
 
     def __init__(self, a: argparse.Namespace, held: list, tokens: int, metric: str, fns: list):
-        from grpo_seq.rewards import RewardScorer
+        from grpo_seq.scoring.rewards import RewardScorer
 
         self.budget = a.minutes * 60.0
         self.marks = [self.budget * i / a.evals for i in range(a.evals + 1)]
@@ -92,7 +92,7 @@ class Clock:
         self.out = a.worker_out and Path(str(a.worker_out) + "_evals")
 
     def evaluate(self, model, tokenizer) -> None:
-        from grpo_seq.eval_lm import score_greedy
+        from grpo_seq.jobs.eval_lm import score_greedy
 
         start = time.perf_counter()
         metrics, records = score_greedy(model, tokenizer, self.held, self.scorer, self.tokens, self.eval_batch)
@@ -166,7 +166,7 @@ def worker_trl(a: argparse.Namespace) -> dict:
 
     from grpo_seq.jobs.lm import load_prompts
     from grpo_seq.jobs.lm_spec import LMJob
-    from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.io.models import load_model_and_tokenizer
 
     fields, fns, held, tokens, metric = task_setup(a.task, a)
     clock = Clock(a, held, tokens, metric, fns)

@@ -67,7 +67,7 @@ def trl_worker(a: argparse.Namespace) -> None:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from grpo_seq.rewards import load_reward_fn
+    from grpo_seq.scoring.rewards import load_reward_fn
     from reward_fns import REGISTRY
 
     record: dict = {"batches": [], "rewards": [], "logs": [], "probes": []}
@@ -149,7 +149,7 @@ def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path,
     from accelerate import Accelerator
 
     from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, RewardScorer
-    from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.io.models import load_model_and_tokenizer
     from reward_fns import REGISTRY
 
     torch.set_num_threads(os.cpu_count() or 1)

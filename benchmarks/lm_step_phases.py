@@ -9,7 +9,7 @@ for --steps steps, in four conditions, each in its own process, alternating:
 - alone / busy: nothing else running, or one other CPU-bound process (a Python busy loop) for
   the whole run, as a laptop's other work would be;
 - fixed / adaptive: `--torch_threads <cores>` (every core, whatever else runs: the recipe's
-  default before grpo_seq.cpu_share), or `--torch_threads 0` (the default: before each step,
+  default before grpo_seq.loop.cpu_share), or `--torch_threads 0` (the default: before each step,
   as many threads as the cores other work left idle).
 
 Reported per condition: the median over steps after the first (which warms up) of the step's

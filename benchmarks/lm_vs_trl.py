@@ -67,8 +67,8 @@ def plain_checkpoint(model: str | None, cache_dir: Path) -> Path:
     """A folder both systems load: --model when it is one, else the default model saved once."""
     if model and Path(model).is_dir():
         return Path(model)
-    from grpo_seq.models import load_model_and_tokenizer
-    from grpo_seq.serialization import atomic_dir
+    from grpo_seq.io.models import load_model_and_tokenizer
+    from grpo_seq.io.serialization import atomic_dir
 
     target = cache_dir / (model or DEFAULT_MODEL).replace("/", "__")
     if not (target / "config.json").is_file():
@@ -127,7 +127,7 @@ def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbac
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_seq.prompt_data import chat_prompts, read_rows
+    from grpo_seq.io.prompt_data import chat_prompts, read_rows
     from reward_fns.gsm8k import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, format_reward
 
     torch.set_num_threads(os.cpu_count() or 1)

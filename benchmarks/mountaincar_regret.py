@@ -163,7 +163,7 @@ def train_ours(seed: int, folder: Path, stop_after: int) -> dict:
     """The env program with its defaults, run as the control suite runs it, in ``folder``; its final policy."""
     from control_vs_sb3 import run_ours
     from grpo_seq.policies.actor import make_actor
-    from grpo_seq.serialization import load_policy
+    from grpo_seq.io.serialization import load_policy
 
     run = run_ours(ENV_ID, seed, eval_every=10_000, stop_after=stop_after, keep=folder)
     return {"actor": make_actor(load_policy(folder / "policy"), greedy=True),

@@ -56,9 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_seq.errors import UsageError  # noqa: E402
-from grpo_seq.eval_lm import score_greedy  # noqa: E402
-from grpo_seq.rewards import RewardScorer  # noqa: E402
-from grpo_seq.sources.reasoning_gym import DEFAULT_SHOTS, task_items, task_rows  # noqa: E402
+from grpo_seq.jobs.eval_lm import score_greedy  # noqa: E402
+from grpo_seq.scoring.rewards import RewardScorer  # noqa: E402
+from grpo_seq.io.sources.reasoning_gym import DEFAULT_SHOTS, task_items, task_rows  # noqa: E402
 from reward_fns.reasoning_gym import extract_tagged_answer, task_score  # noqa: E402
 
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
@@ -401,7 +401,7 @@ def main() -> None:
             except Skip as e:
                 print(json.dumps({**c, "skipped": str(e), "seconds": round(time.perf_counter() - start, 1)}), flush=True)
         return
-    from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.io.models import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(a.model)
     result: dict = {"meta": record.meta(), "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},

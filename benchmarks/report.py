@@ -85,7 +85,7 @@ def cartpole_vs_sb3() -> tuple[str, list]:
     text = ("## CartPole-v1 against Stable-Baselines3 PPO\n\n"
             "Ours: `recipes/cartpole.py` with its defaults. SB3: PPO with rl-zoo3's tuned settings (8 envs, n_steps 32, "
             "batch 256, gae_lambda 0.8, gamma 0.98, 20 epochs, lr 1e-3 and clip 0.2 linearly decayed, 100k env steps). "
-            "Both: one torch thread, the same evaluator (`grpo_seq.evaluation.PolicyEvaluator`, 10 greedy episodes) "
+            "Both: one torch thread, the same evaluator (`grpo_seq.scoring.evaluation.PolicyEvaluator`, 10 greedy episodes) "
             "every 1,000 env steps; solved = the first evaluation with a mean of 475 or more; seconds from the start of "
             "training, evaluations included; stays solved = the share of evaluations at 475 or more from the solving one "
             "to the end of the run. Env steps to solve are exact for a seed on one CPU; seconds move with the host, so "
@@ -536,7 +536,7 @@ def lm_step_phases() -> tuple[str, list]:
             "`recipes/gsm8k_tiny.py` with its defaults, each condition in its own process, alternating. *busy*: one "
             "other CPU-bound process runs the whole time. *fixed*: one torch thread per core whatever else runs; "
             "*adaptive*: `--torch_threads 0`, each step on the cores other work left idle over the step before "
-            "(`grpo_seq/cpu_share.py`). Seconds: the median of the steps after the first. Busy over alone: "
+            "(`grpo_seq/loop/cpu_share.py`). Seconds: the median of the steps after the first. Busy over alone: "
             + ", ".join(f"{k} {fmt(v)}x" for k, v in ratios.items()) + ".\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["condition", "s/step", "sampling", "scoring", "forward/backward", "optimizer", "threads per step",

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_seq.generation import sample_tokens  # noqa: E402
-from grpo_seq.prompt_data import chat_prompts, read_rows  # noqa: E402
+from grpo_seq.io.prompt_data import chat_prompts, read_rows  # noqa: E402
 from reward_fns.gsm8k import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, correctness_reward, format_reward  # noqa: E402
 
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "recipes"))
 from cartpole import CartPoleConfig, make_policy  # noqa: E402
 
 from grpo_seq import GRPO, EnvGroupSampler, GRPOTrainer  # noqa: E402
-from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed  # noqa: E402
+from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed  # noqa: E402
 
 import record  # noqa: E402
 

@@ -1,7 +1,7 @@
 """grpo-seq: GRPO on any token sequence, text or actions.
 
 The public names below load on first use (PEP 562), so importing one light module, such as
-``grpo_seq.objective`` or ``grpo_seq.advantages``, does not pull in the trainer, accelerate,
+``grpo_seq.math.objective`` or ``grpo_seq.math.advantages``, does not pull in the trainer, accelerate,
 transformers or gymnasium.
 """
 
@@ -11,36 +11,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .advantages import compute_advantages, outcome_advantages, process_advantages, stepwise_return_advantages
-    from .batch import RolloutBatch
-    from .config import GRPOConfig
+    from .math.advantages import compute_advantages, outcome_advantages, process_advantages, stepwise_return_advantages
+    from .math.batch import RolloutBatch
+    from .loop.config import GRPOConfig
     from .envs.text import TextEnvGroupSampler
-    from .objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
+    from .math.objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
     from .policies import CategoricalMLPPolicy, CausalLMPolicy
     from .policies.actor import make_actor
-    from .rewards import RewardScorer, load_reward_fn
+    from .scoring.rewards import RewardScorer, load_reward_fn
     from .sampling import EnvGroupSampler, GroupSampler, LMGroupSampler
-    from .serialization import load_policy, save_policy
+    from .io.serialization import load_policy, save_policy
     from .sb3 import GRPO
-    from .trainer import GRPOTrainer
+    from .loop.trainer import GRPOTrainer
 
 __version__ = "0.1.0"
 
 # Public name -> the submodule (relative to this package) that defines it.
 _SUBMODULE = {
-    "outcome_advantages": ".advantages", "process_advantages": ".advantages",
-    "stepwise_return_advantages": ".advantages", "compute_advantages": ".advantages",
-    "RolloutBatch": ".batch",
-    "GRPOConfig": ".config",
-    "aggregate": ".objective", "clipped_surrogate": ".objective", "grpo_loss": ".objective",
-    "k3_kl": ".objective", "probability_ratio": ".objective", "token_logprobs": ".objective",
+    "outcome_advantages": ".math.advantages", "process_advantages": ".math.advantages",
+    "stepwise_return_advantages": ".math.advantages", "compute_advantages": ".math.advantages",
+    "RolloutBatch": ".math.batch",
+    "GRPOConfig": ".loop.config",
+    "aggregate": ".math.objective", "clipped_surrogate": ".math.objective", "grpo_loss": ".math.objective",
+    "k3_kl": ".math.objective", "probability_ratio": ".math.objective", "token_logprobs": ".math.objective",
     "CategoricalMLPPolicy": ".policies", "CausalLMPolicy": ".policies",
     "make_actor": ".policies.actor",
-    "RewardScorer": ".rewards", "load_reward_fn": ".rewards",
+    "RewardScorer": ".scoring.rewards", "load_reward_fn": ".scoring.rewards",
     "EnvGroupSampler": ".sampling", "GroupSampler": ".sampling", "LMGroupSampler": ".sampling",
     "TextEnvGroupSampler": ".envs.text",
-    "load_policy": ".serialization", "save_policy": ".serialization",
-    "GRPOTrainer": ".trainer",
+    "load_policy": ".io.serialization", "save_policy": ".io.serialization",
+    "GRPOTrainer": ".loop.trainer",
     "GRPO": ".sb3",
 }
 

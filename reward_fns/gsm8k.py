@@ -131,7 +131,7 @@ def correctness_reward(
 
 def _check_gold_row(row: dict[str, Any]) -> None:
     """Raise ``ValueError`` for a dataset row whose gold answer :func:`correctness_reward` cannot
-    read, so a bad label stops the run before its first step (``grpo_seq.rewards.check_rows``)."""
+    read, so a bad label stops the run before its first step (``grpo_seq.scoring.rewards.check_rows``)."""
     if row.get("answer") is None:
         raise ValueError("no gold 'answer'")
     _gold_value(row["answer"])

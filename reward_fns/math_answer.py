@@ -137,7 +137,7 @@ def math_correctness(
 
 def _check_gold_row(row: dict[str, Any]) -> None:
     """Raise ``ValueError`` for a row whose gold answer cannot be read, before the first step
-    (``grpo_seq.rewards.check_rows``)."""
+    (``grpo_seq.scoring.rewards.check_rows``)."""
     if row.get("answer") is None:
         raise ValueError("no gold 'answer'")
     gold_answer(row["answer"])

@@ -57,13 +57,13 @@ def _entries(completions: Sequence[Any], question: Sequence[Any] | None, answer:
 
 @functools.lru_cache(maxsize=None)
 def _scorer_of(task: str) -> Callable[..., float]:
-    from grpo_seq.sources.reasoning_gym import make_dataset
+    from grpo_seq.io.sources.reasoning_gym import make_dataset
 
     return make_dataset(task, size=1).score_answer
 
 
 def _check_row(row: dict[str, Any]) -> None:
-    """Refuse a row no scorer can read, before the first step (``grpo_seq.rewards.check_rows``)."""
+    """Refuse a row no scorer can read, before the first step (``grpo_seq.scoring.rewards.check_rows``)."""
     meta = row.get("metadata")
     if row.get("answer") is None or not isinstance(meta, dict) or not isinstance(meta.get("source_dataset"), str):
         raise ValueError("needs an 'answer' and a 'metadata' naming its 'source_dataset' (a reasoning-gym item)")
@@ -90,7 +90,7 @@ def task_score(task: str, options: dict[str, Any] | None = None, partial_credit:
     0.0). Many tasks' default partial credit is ``len(gold) / len(answer)`` for an answer that
     merely contains the gold one, which a policy can exploit: trained on letter counting with it,
     the model learned to answer "10.5" (credit for 0, 1 and 5) within a few steps."""
-    from grpo_seq.sources.reasoning_gym import make_dataset
+    from grpo_seq.io.sources.reasoning_gym import make_dataset
 
     scorer = make_dataset(task, options, size=1).score_answer
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_seq.advantages import (
+from grpo_seq.math.advantages import (
     anchor_states, anchor_step_advantages, discounted_returns, outcome_advantages, process_advantages,
     stepwise_return_advantages,
 )
@@ -161,7 +161,7 @@ def test_process_equal_step_rewards_give_exactly_zero():
 
 
 def test_all_equal_is_exact_and_masked():
-    from grpo_seq.advantages import all_equal
+    from grpo_seq.math.advantages import all_equal
 
     v = torch.tensor([[0.1, 0.1, 5.0], [0.3, 0.3 + 1e-7, 0.3]])
     m = torch.tensor([[1, 1, 0], [1, 1, 1]])
@@ -173,7 +173,7 @@ def test_all_equal_is_exact_and_masked():
 
 
 def test_equal_reward_groups_is_the_rule_the_advantages_use():
-    from grpo_seq.advantages import equal_reward_groups
+    from grpo_seq.math.advantages import equal_reward_groups
 
     rewards = torch.tensor([[0.1] * 10, [0.3] * 9 + [0.3 + 1e-7], [1.0, 0.0] * 5])
     assert equal_reward_groups(rewards).tolist() == [True, False, False]
@@ -235,9 +235,9 @@ def test_anchor_step_advantages_are_zero_where_states_never_repeat_or_returns_ti
 
 
 def test_compute_advantages_adds_w_times_the_anchor_part_to_the_groups():
-    from grpo_seq.advantages import compute_advantages, group_advantages
-    from grpo_seq.batch import RolloutBatch
-    from grpo_seq.config import GRPOConfig
+    from grpo_seq.math.advantages import compute_advantages, group_advantages
+    from grpo_seq.math.batch import RolloutBatch
+    from grpo_seq.loop.config import GRPOConfig
 
     # one group of 2 episodes of 3 steps, observations as in the hand-computed case, reward 1 on
     # a member's last step only; gamma 1: returns-to-go [[1, 1, 1], [1, 1, 1]] but member 1's
@@ -259,9 +259,9 @@ def test_compute_advantages_adds_w_times_the_anchor_part_to_the_groups():
 
 
 def test_step_advantage_w_refuses_a_batch_without_an_observation_per_step():
-    from grpo_seq.advantages import compute_advantages
-    from grpo_seq.batch import RolloutBatch
-    from grpo_seq.config import GRPOConfig
+    from grpo_seq.math.advantages import compute_advantages
+    from grpo_seq.math.batch import RolloutBatch
+    from grpo_seq.loop.config import GRPOConfig
     from grpo_seq.errors import ConfigError
 
     text = RolloutBatch(context=torch.ones(2, 4, dtype=torch.long), tokens=torch.ones(2, 3, dtype=torch.long),

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "grpo_seq"
 # Each layer, lowest first; a module may import its own layer and those below it.
 LAYERS = ["errors", "math", "core", "envs", "jobs", "doors", "package"]
 DOORS = ("cli", "sb3", "trl", "serve")
-MATH = ("advantages", "objective", "stats")
+MATH = ("math",)  # grpo_seq/math/: the formulas and the batch
 MAX_FUNCTION_LINES = 60
 
 
@@ -30,7 +30,7 @@ MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def layer(module: str) -> str:
-    """``grpo_seq.sb3.model`` -> ``sb3`` (a door), ``grpo_seq.objective`` -> ``math``, ..."""
+    """``grpo_seq.sb3.model`` -> ``sb3`` (a door), ``grpo_seq.math.objective`` -> ``math``, ..."""
     if module == "grpo_seq":
         return "package"
     top = module.split(".")[1]
@@ -86,9 +86,9 @@ def layer_edges() -> set[tuple[str, str]]:
 
 def test_the_layering_sees_the_package():
     # the checks below would pass on an empty graph: make sure they look at the real one
-    assert {"grpo_seq.jobs.env", "grpo_seq.cli.programs", "grpo_seq.sb3.model", "grpo_seq.objective"} <= set(MODULES)
+    assert {"grpo_seq.jobs.env", "grpo_seq.cli.programs", "grpo_seq.sb3.model", "grpo_seq.math.objective"} <= set(MODULES)
     assert ("grpo_seq.cli.programs", "grpo_seq.jobs.env") in import_edges()
-    assert layer("grpo_seq.sb3.model") == "sb3" and layer("grpo_seq.advantages") == "math"
+    assert layer("grpo_seq.sb3.model") == "sb3" and layer("grpo_seq.math.advantages") == "math"
 
 
 def test_imports_run_down_the_layers():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from grpo_seq.batch import RolloutBatch, TextSamples
+from grpo_seq.math.batch import RolloutBatch, TextSamples
 
 
 def batch(**kw):

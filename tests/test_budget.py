@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_seq.budget import cap_env_steps, shrink
-from grpo_seq.eval_lm import EvalLMConfig
+from grpo_seq.jobs.budget import cap_env_steps, shrink
+from grpo_seq.jobs.eval_lm import EvalLMConfig
 from grpo_seq.jobs import EnvJob, LMJob
 
 

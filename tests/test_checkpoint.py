@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, LMGroupSampler
-from grpo_seq.checkpoint import CheckpointError, list_checkpoints, resolve_checkpoint, write_manifest
-from grpo_seq.stopping import resume_command
+from grpo_seq.io.checkpoint import CheckpointError, list_checkpoints, resolve_checkpoint, write_manifest
+from grpo_seq.loop.stopping import resume_command
 from tiny_lm import make_tiny_lm
 
 ROOT = Path(__file__).resolve().parents[1]

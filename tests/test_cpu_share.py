@@ -1,4 +1,4 @@
-"""Threads from the cores other work leaves idle (grpo_seq.cpu_share)."""
+"""Threads from the cores other work leaves idle (grpo_seq.loop.cpu_share)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import namedtuple
 
 import pytest
 
-from grpo_seq import cpu_share
-from grpo_seq.cpu_share import IdleCores, threads_for
+from grpo_seq.loop import cpu_share
+from grpo_seq.loop.cpu_share import IdleCores, threads_for
 
 
 @pytest.mark.parametrize("cores, others, processes, expected", [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo_seq.prompt_data import chat_prompts, read_json_rows
+from grpo_seq.io.prompt_data import chat_prompts, read_json_rows
 from grpo_seq.errors import UsageError
 
 
@@ -37,7 +37,7 @@ def test_a_row_without_its_answer_is_named_by_line(tmp_path):
 
 @pytest.mark.parametrize("name", ["d.jsonl", "d.csv"])
 def test_bytes_that_are_not_utf8_are_named_by_line_and_offset(tmp_path, name):
-    from grpo_seq.prompt_data import read_rows
+    from grpo_seq.io.prompt_data import read_rows
 
     path = tmp_path / name
     first = '{"question": "a", "answer": "1"}\n' if name.endswith("jsonl") else "question,answer\n"

@@ -1,7 +1,7 @@
 """SignalWatch: a run whose groups are all flat is called out once, with the ways out; a tie at
 the top (a solved task) is not."""
 
-from grpo_seq.diagnostics import SignalWatch
+from grpo_seq.loop.diagnostics import SignalWatch
 
 FLAT = [[-500.0, -500.0], [-500.0, -500.0]]
 

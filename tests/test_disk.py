@@ -9,8 +9,8 @@ import shutil
 import pytest
 import torch
 
-from grpo_seq.checkpoint import checkpoint_bytes
-from grpo_seq.disk import check_free_space, check_output_dir, disk_use_line
+from grpo_seq.io.checkpoint import checkpoint_bytes
+from grpo_seq.io.disk import check_free_space, check_output_dir, disk_use_line
 from grpo_seq.errors import UsageError
 
 

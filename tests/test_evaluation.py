@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from grpo_seq import CategoricalMLPPolicy
-from grpo_seq.evaluation import PolicyEvaluator, eval_stream_seed
+from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
 
 class AlwaysLeft(torch.nn.Module):

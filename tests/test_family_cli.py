@@ -71,7 +71,7 @@ def test_a_bad_value_is_one_error_line_naming_the_option(capsys, argv, name):
 def test_gspo_with_per_step_advantages_warns_and_outcome_does_not():
     import warnings
 
-    from grpo_seq.config import GRPOConfig
+    from grpo_seq.loop.config import GRPOConfig
 
     for advantage in ("stepwise", "process"):
         with pytest.warns(UserWarning, match=r"importance_sampling_level: sequence .* advantage=" + advantage):

@@ -11,12 +11,12 @@ import pytest
 import torch
 from torch import nn
 
-from grpo_seq.advantages import gdpo_advantages, kl_penalised_rewards, outcome_advantages
-from grpo_seq.entropy_control import EntropyControl
-from grpo_seq.objective import (LossVariant, aggregate, cispo_objective, clipped_surrogate, entropy_bonus, grpo_loss,
+from grpo_seq.math.advantages import gdpo_advantages, kl_penalised_rewards, outcome_advantages
+from grpo_seq.loop.entropy_control import EntropyControl
+from grpo_seq.math.objective import (LossVariant, aggregate, cispo_objective, clipped_surrogate, entropy_bonus, grpo_loss,
                                 high_entropy_mask, importance_ratio, kl_estimate, off_policy_mask, sapo_objective,
                                 sequence_log_ratio, vespo_weights)
-from grpo_seq.reference import mix_reference
+from grpo_seq.loop.reference import mix_reference
 
 LN2 = math.log(2.0)
 

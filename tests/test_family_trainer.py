@@ -13,10 +13,10 @@ from accelerate import Accelerator
 from torch import nn
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
-from grpo_seq.batch import RolloutBatch
-from grpo_seq.dynamic_sampling import DYNAMIC_SAMPLING_METRICS, concat_groups, fill_informative
+from grpo_seq.math.batch import RolloutBatch
+from grpo_seq.loop.dynamic_sampling import DYNAMIC_SAMPLING_METRICS, concat_groups, fill_informative
 from grpo_seq.errors import ConfigError
-from grpo_seq.objective import LOSS_TYPES
+from grpo_seq.math.objective import LOSS_TYPES
 
 ACC = Accelerator(cpu=True)
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from grpo_seq import CausalLMPolicy
-from grpo_seq.head_logprobs import head_logprobs
-from grpo_seq.objective import grpo_loss, token_entropy, token_logprobs
+from grpo_seq.policies.head_logprobs import head_logprobs
+from grpo_seq.math.objective import grpo_loss, token_entropy, token_logprobs
 from tiny_lm import make_sampler, make_tiny_lm
 
 

@@ -1,12 +1,12 @@
-"""grpo_seq/heldout.py: the held-out figures of a run and the best constant answer, without a model."""
+"""grpo_seq/scoring/heldout.py: the held-out figures of a run and the best constant answer, without a model."""
 
 from __future__ import annotations
 
 import pytest
 
-from grpo_seq.heldout import HeldOutSet, best_constant_of, compare, summary_line
-from grpo_seq.rewards import RewardScorer
-from grpo_seq.stats import newcombe_paired_interval, wilson_interval
+from grpo_seq.scoring.heldout import HeldOutSet, best_constant_of, compare, summary_line
+from grpo_seq.scoring.rewards import RewardScorer
+from grpo_seq.math.stats import newcombe_paired_interval, wilson_interval
 
 
 def exact(completions, answer, **kwargs):

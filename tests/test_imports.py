@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("accelerate", "transformers", "gymnasium", "grpo_seq.trainer")
+HEAVY = ("accelerate", "transformers", "gymnasium", "grpo_seq.loop.trainer")
 
 
 def loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
@@ -21,7 +21,7 @@ def loaded_after(statement: str, watched: tuple[str, ...]) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["grpo_seq", "grpo_seq.objective", "grpo_seq.advantages", "grpo_seq.config"])
+@pytest.mark.parametrize("module", ["grpo_seq", "grpo_seq.math.objective", "grpo_seq.math.advantages", "grpo_seq.loop.config"])
 def test_light_modules_do_not_import_the_trainer_or_its_dependencies(module):
     assert loaded_after(f"import {module}", HEAVY) == []
 
@@ -38,7 +38,7 @@ def test_public_names_still_resolve_from_the_package():
 
 
 def test_the_library_does_not_import_the_task_package():
-    statement = "import grpo_seq, grpo_seq.rewards, grpo_seq.prompt_data, grpo_seq.models"
+    statement = "import grpo_seq, grpo_seq.scoring.rewards, grpo_seq.io.prompt_data, grpo_seq.io.models"
     assert loaded_after(statement, ("reward_fns",)) == []
 
 

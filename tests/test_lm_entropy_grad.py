@@ -11,7 +11,7 @@ from accelerate import Accelerator
 from grpo_seq import GRPOConfig, GRPOTrainer
 from grpo_seq.policies import causal_lm
 from grpo_seq.policies.causal_lm import CausalLMPolicy
-from grpo_seq.rewards import RewardScorer
+from grpo_seq.scoring.rewards import RewardScorer
 from tiny_lm import length_reward, make_sampler, make_tiny_lm
 
 ACC = Accelerator(cpu=True)

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("math_verify")
 
-from grpo_seq.rewards import RewardScorer  # noqa: E402
+from grpo_seq.scoring.rewards import RewardScorer  # noqa: E402
 from reward_fns import correctness_reward, math_correctness  # noqa: E402
 from reward_fns.math_answer import final_answer, gold_answer  # noqa: E402
 

@@ -22,7 +22,7 @@ def faults_of_a_fresh_block(mib):
 """
 
 SCRIPT = FAULTS + """
-from grpo_seq.memory import retain_freed_memory
+from grpo_seq.io.memory import retain_freed_memory
 
 default = faults_of_a_fresh_block(32)
 retained = retain_freed_memory()

@@ -2,7 +2,7 @@
 
 import json
 
-from grpo_seq.metrics import JsonlLogger
+from grpo_seq.io.metrics import JsonlLogger
 
 
 def test_nan_is_null_and_truncate_after_drops_later_rows_and_a_cut_line(tmp_path):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from grpo_seq import models
-from grpo_seq.models import OFFLINE_WHEELS, load_model_and_tokenizer, resolve_model, wheel_gguf
-from grpo_seq.prompt_data import chat_prompts, read_rows
+from grpo_seq.io import models
+from grpo_seq.io.models import OFFLINE_WHEELS, load_model_and_tokenizer, resolve_model, wheel_gguf
+from grpo_seq.io.prompt_data import chat_prompts, read_rows
 from tiny_lm import save_tiny_lm
 
 
@@ -69,7 +69,7 @@ def test_jsonl_rows_become_chat_prompts(tmp_path):
 def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
     import torch
 
-    from grpo_seq.models import gguf_cache_dir
+    from grpo_seq.io.models import gguf_cache_dir
 
     # a cache of its own: the session's (conftest.py) is shared by the examples running beside this test
     monkeypatch.setenv("GRPO_SEQ_CACHE", str(tmp_path))

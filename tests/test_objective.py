@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from grpo_seq.objective import (
+from grpo_seq.math.objective import (
     aggregate,
     clipped_mask,
     clipped_surrogate,

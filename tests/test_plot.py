@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[plot]'")
 
-from grpo_seq.plot import panels_for, plot_runs  # noqa: E402
+from grpo_seq.io.plot import panels_for, plot_runs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""grpo_seq.prompt_data: TRL's dataset formats from every kind of file, each row checked up front."""
+"""grpo_seq.io.prompt_data: TRL's dataset formats from every kind of file, each row checked up front."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from grpo_seq.errors import UsageError
-from grpo_seq.prompt_data import prompt_rows, read_rows
+from grpo_seq.io.prompt_data import prompt_rows, read_rows
 
 ROWS = [{"prompt": "1+1?", "answer": "2"}, {"prompt": "2+2?", "answer": "4"}]
 

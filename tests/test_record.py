@@ -16,8 +16,8 @@ pytest.importorskip("pygame", reason="CartPole's renderer needs pygame: pip inst
 from PIL import Image  # noqa: E402
 
 from grpo_seq import CategoricalMLPPolicy  # noqa: E402
-from grpo_seq.evaluation import PolicyEvaluator  # noqa: E402
-from grpo_seq.record import record_episode  # noqa: E402
+from grpo_seq.scoring.evaluation import PolicyEvaluator  # noqa: E402
+from grpo_seq.io.record import record_episode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""grpo_seq.reward_model: a sequence-classification model scores completions as TRL's trainer does."""
+"""grpo_seq.scoring.reward_model: a sequence-classification model scores completions as TRL's trainer does."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForSequenceClassification
 
-from grpo_seq.reward_model import RewardModel, is_reward_model_spec, load_reward_model
-from grpo_seq.rewards import RewardScorer, load_reward_fn
+from grpo_seq.scoring.reward_model import RewardModel, is_reward_model_spec, load_reward_model
+from grpo_seq.scoring.rewards import RewardScorer, load_reward_fn
 from tiny_lm import make_tokenizer
 
 

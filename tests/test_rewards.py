@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_seq.batch import RolloutBatch, TextSamples
-from grpo_seq.rewards import RewardFunctionError, RewardScorer, load_reward_fn, reward_name
+from grpo_seq.math.batch import RolloutBatch, TextSamples
+from grpo_seq.scoring.rewards import RewardFunctionError, RewardScorer, load_reward_fn, reward_name
 from reward_fns import (
     REGISTRY,
     completion_text,

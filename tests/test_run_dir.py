@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from grpo_seq.errors import RunDirError
-from grpo_seq.run_dir import LOCK_NAME, RunLock, replace_run, run_files
+from grpo_seq.io.run_dir import LOCK_NAME, RunLock, replace_run, run_files
 
 
 def dead_pid() -> int:

@@ -14,8 +14,8 @@ from grpo_seq.generation.sampling_copy import SAMPLING_DTYPES, SamplingCopy, _qu
 from grpo_seq.jobs import lm_spec
 from grpo_seq.jobs.lm import build
 from grpo_seq.jobs.lm_spec import LMJob
-from grpo_seq.objective import IS_MODES, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
-from grpo_seq.rewards import RewardScorer
+from grpo_seq.math.objective import IS_MODES, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
+from grpo_seq.scoring.rewards import RewardScorer
 from grpo_seq.trl.config import GRPOConfig as TRLConfig
 from tiny_lm import chat_rows, length_reward, make_tiny_lm
 

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 from safetensors import SafetensorError
 
-import grpo_seq.serialization as ser
-from grpo_seq.serialization import atomic_dir, atomic_file, atomic_write_text, save_policy
+import grpo_seq.io.serialization as ser
+from grpo_seq.io.serialization import atomic_dir, atomic_file, atomic_write_text, save_policy
 
 
 def test_a_failed_write_leaves_the_old_folder_untouched(tmp_path):
@@ -173,7 +173,7 @@ def _mlp():
 EFBIG_SCRIPT = textwrap.dedent("""
     import errno, resource, sys
     import torch
-    from grpo_seq.serialization import atomic_dir
+    from grpo_seq.io.serialization import atomic_dir
     resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     try:
         with atomic_dir(sys.argv[1]) as tmp:

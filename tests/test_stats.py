@@ -1,4 +1,4 @@
-"""grpo_seq/stats.py against hand-computed numbers (z = 1.959964, the 95% quantile)."""
+"""grpo_seq/math/stats.py against hand-computed numbers (z = 1.959964, the 95% quantile)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from grpo_seq.stats import (
+from grpo_seq.math.stats import (
     best_constant, mcnemar_exact_p, mean_interval, newcombe_paired_interval, paired_difference, wilson_interval,
 )
 

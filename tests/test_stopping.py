@@ -3,7 +3,7 @@
 import os
 import signal
 
-from grpo_seq.stopping import GracefulStop, resume_command
+from grpo_seq.loop.stopping import GracefulStop, resume_command
 
 
 def test_sigterm_sets_the_flag_and_the_exit_code():

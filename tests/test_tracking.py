@@ -10,7 +10,7 @@ from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
-from grpo_seq.tracking import tracker_kwargs
+from grpo_seq.io.tracking import tracker_kwargs
 
 
 class Recorder(GeneralTracker):

@@ -10,7 +10,7 @@ import torch
 from accelerate import Accelerator
 
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, compute_advantages, load_policy
-from grpo_seq.evaluation import PolicyEvaluator
+from grpo_seq.scoring.evaluation import PolicyEvaluator
 from safetensors.torch import load_file
 
 
@@ -159,7 +159,7 @@ def test_process_supervision_is_blind_on_cartpole_and_leaves_the_policy_unchange
 
 
 def test_padding_never_reaches_the_gradient():
-    from grpo_seq.objective import grpo_loss
+    from grpo_seq.math.objective import grpo_loss
 
     trainer = make_trainer()
     batch = trainer.sampler.sample(trainer.policy)
@@ -371,7 +371,7 @@ def test_a_run_that_stopped_before_its_first_checkpoint_can_be_rerun_into_its_fo
 
 
 def test_resume_refuses_other_options_by_name_and_lists_allowed_changes(tmp_path, capsys):
-    from grpo_seq.checkpoint import CheckpointError
+    from grpo_seq.io.checkpoint import CheckpointError
 
     first = make_trainer(tmp_path)
     first.step()
@@ -386,7 +386,7 @@ def test_resume_refuses_other_options_by_name_and_lists_allowed_changes(tmp_path
 
 
 def test_a_missing_resume_from_creates_nothing(tmp_path):
-    from grpo_seq.checkpoint import CheckpointError
+    from grpo_seq.io.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match="no such checkpoint or run folder"):
         make_trainer(tmp_path / "run", resume_from=str(tmp_path / "typo"))
@@ -440,7 +440,7 @@ def test_ent_coef_is_refused_for_a_policy_without_a_differentiable_entropy():
 
 
 def test_weight_growth_is_the_norm_ratio_measured_from_a_floor():
-    from grpo_seq.diagnostics import weight_growth, weight_norm
+    from grpo_seq.loop.diagnostics import weight_growth, weight_norm
 
     assert weight_norm([torch.ones(3, 4), torch.full((4,), 2.0)]) == pytest.approx(math.sqrt(12 + 16))
     # 1e30 squares past float32's range: the norm is taken again in float64, a number, not inf

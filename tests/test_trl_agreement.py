@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_seq.objective import grpo_loss
+from grpo_seq.math.objective import grpo_loss
 
 trl_grpo = pytest.importorskip(
     "trl.trainer.grpo_trainer", reason="trl is not installed (pip install -e '.[dev]' installs it)"

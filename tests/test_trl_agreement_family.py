@@ -5,7 +5,7 @@ to the entropies where an entropy bonus makes them matter) to 1e-6.
 
 As in ``tests/test_trl_agreement.py``, TRL's loss runs on a stand-in trainer whose model
 "forward" returns fixed log-probs and entropies; the TRL option names map one to one onto
-:class:`grpo_seq.objective.LossVariant` and ``grpo_loss``'s arguments.
+:class:`grpo_seq.math.objective.LossVariant` and ``grpo_loss``'s arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grpo_seq.objective import LossVariant, grpo_loss
+from grpo_seq.math.objective import LossVariant, grpo_loss
 
 trl_grpo = pytest.importorskip(
     "trl.trainer.grpo_trainer", reason="trl is not installed (pip install -e '.[dev]' installs it)"

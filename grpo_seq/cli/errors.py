@@ -50,7 +50,7 @@ def _no_space_message(e: OSError) -> str:
 
 def _too_large_message(e: OSError) -> str:
     """One line: the file over this process's size limit (``ulimit -f``), the limit, how to resume."""
-    from ..disk import file_size_limit, format_bytes
+    from ..io.disk import file_size_limit, format_bytes
 
     limit = file_size_limit()
     said = f"{limit} bytes ({format_bytes(limit)})" if limit is not None else "its limit"
@@ -61,8 +61,8 @@ def _too_large_message(e: OSError) -> str:
 
 def _way_out(fix: str) -> str:
     """The end of a disk error's line: the intact checkpoint and the resume command, or run again."""
-    from ..checkpoint import list_checkpoints
-    from ..stopping import resume_command
+    from ..io.checkpoint import list_checkpoints
+    from ..loop.stopping import resume_command
 
     checkpoints = list_checkpoints(_run_dir) if _run_dir is not None else []
     if checkpoints:
@@ -101,7 +101,7 @@ def _release_own_lock() -> None:
     """Free the run folder when this process's run ends on an error (a refused resume, NaN, a full
     disk), so the corrected command starts at once rather than finding a lock to take over."""
     if _run_dir is not None:
-        from ..run_dir import RunLock
+        from ..io.run_dir import RunLock
 
         lock = RunLock(_run_dir)
         lock.held = True  # release() removes the file only when it holds this process's pid

@@ -13,7 +13,7 @@ from typing import Any, Sequence, TypeVar
 
 from transformers import HfArgumentParser
 
-from ..launch_record import LAUNCH_KEY
+from ..io.launch_record import LAUNCH_KEY
 from ..errors import ConfigError
 from ..jobs.spec import coerce_values, read_mapping
 from .errors import one_line, exit_with

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..disk import nearest_existing
+from ..io.disk import nearest_existing
 from ..errors import ConfigError, UsageError
 from .errors import cli_errors
 from .parse import parse_config
@@ -26,8 +26,8 @@ __all__ = ["EvalEnvArgs", "RecordArgs", "eval_lm", "eval_env", "record", "plot"]
 
 
 def eval_lm(argv: list[str] | None = None) -> dict:
-    """``grpo-seq eval lm``: greedy completions scored by reward functions (:mod:`grpo_seq.eval_lm`)."""
-    from ..eval_lm import EvalLMConfig, evaluate
+    """``grpo-seq eval lm``: greedy completions scored by reward functions (:mod:`grpo_seq.jobs.eval_lm`)."""
+    from ..jobs.eval_lm import EvalLMConfig, evaluate
     from .programs import quiet_libraries, working_folder_importable
 
     working_folder_importable()
@@ -60,9 +60,9 @@ def check_seed(seed: int) -> None:
 
 
 def _load_policy_folder(path: str) -> Any:
-    """:func:`grpo_seq.serialization.load_policy` of ``--policy``; a file (a ``GRPO.save`` zip,
+    """:func:`grpo_seq.io.serialization.load_policy` of ``--policy``; a file (a ``GRPO.save`` zip,
     say) is refused by name first, rather than as a missing ``<file>/policy.json``."""
-    from ..serialization import load_policy
+    from ..io.serialization import load_policy
 
     if Path(path).expanduser().is_file():
         raise UsageError(f"--policy {path} is a file; give the folder of a saved policy (model.safetensors and "
@@ -72,7 +72,7 @@ def _load_policy_folder(path: str) -> Any:
 
 def eval_env(argv: list[str] | None = None) -> None:
     """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
-    from ..evaluation import PolicyEvaluator
+    from ..scoring.evaluation import PolicyEvaluator
 
     with cli_errors():
         args = parse_config(EvalEnvArgs, argv)
@@ -111,7 +111,7 @@ class RecordArgs:
 
 def record(argv: list[str] | None = None) -> None:
     """``grpo-seq record --policy DIR``: a greedy episode of a saved policy as a GIF."""
-    from ..record import record_episode
+    from ..io.record import record_episode
 
     with cli_errors():
         args = parse_config(RecordArgs, argv)
@@ -131,7 +131,7 @@ def record(argv: list[str] | None = None) -> None:
 def plot(argv: Sequence[str] | None = None) -> None:
     """``grpo-seq plot RUN [RUN ...]``: learning curves. A run's own ``curves.png`` (the default
     for one run) is refreshed; any other existing file is replaced only with ``--overwrite``."""
-    from ..plot import X_AXES, plot_runs
+    from ..io.plot import X_AXES, plot_runs
 
     ap = argparse.ArgumentParser(prog="grpo-seq plot", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

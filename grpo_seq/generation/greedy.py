@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
-from ..models import prepare_tokenizer
+from ..io.models import prepare_tokenizer
 from .prompts import prompt_texts
 
 __all__ = ["greedy_completions"]

@@ -5,7 +5,7 @@ from a copy that reads half (bfloat16) or a quarter (int8) of the bytes per deco
 copy is built once and refreshed from the trained weights before each sampling call: ``copy_``
 into its preallocated tensors for bfloat16, a requantisation of each ``nn.Linear`` for int8.
 The sampler's distribution then differs a little from the trained policy's; the trainer
-corrects for it with importance weights (:func:`grpo_seq.objective.importance_weights`).
+corrects for it with importance weights (:func:`grpo_seq.math.objective.importance_weights`).
 """
 
 from __future__ import annotations

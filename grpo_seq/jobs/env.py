@@ -36,18 +36,18 @@ from torch import nn
 
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import ConfigError, require
-from ..evaluation import PolicyEvaluator, eval_stream_seed
-from ..plot import plot_run_if_possible
+from ..scoring.evaluation import PolicyEvaluator, eval_stream_seed
+from ..io.plot import plot_run_if_possible
 from ..policies.mlp import CategoricalMLPPolicy
-from ..record import check_renderer, record_episode
+from ..io.record import check_renderer, record_episode
 from ..sampling.base import Budgeted, EpisodeSampler
 from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
 from ..sampling.novelty import NoveltyBonus
-from ..serialization import atomic_write_text
-from ..stopping import GracefulStop, checkpoint_on_error
-from ..tracking import tracker_kwargs
-from ..trainer import GRPOTrainer
-from ..budget import shrink
+from ..io.serialization import atomic_write_text
+from ..loop.stopping import GracefulStop, checkpoint_on_error
+from ..io.tracking import tracker_kwargs
+from ..loop.trainer import GRPOTrainer
+from .budget import shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir

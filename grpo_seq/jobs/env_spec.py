@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..config import GRPOConfig, token_minibatch_conflict
+from ..loop.config import GRPOConfig, token_minibatch_conflict
 from ..envs.defaults import PER_ENV, per_env
 from ..errors import require
 from .spec import JobSpec, check_threads

@@ -13,8 +13,8 @@ def resolve_run_dir(spec: Any, fresh: str) -> str:
     ``spec.resume_from`` names; else ``fresh``. A ``resume_from`` that does not exist, and a
     folder that cannot be made or written (a file, a read-only folder), are refused here, before
     anything is created."""
-    from ..checkpoint import CheckpointError, run_dir_for
-    from ..disk import check_output_dir
+    from ..io.checkpoint import CheckpointError, run_dir_for
+    from ..io.disk import check_output_dir
 
     if spec.resume_from and not Path(spec.resume_from).expanduser().exists():
         raise CheckpointError(f"--resume_from {spec.resume_from}: no such checkpoint or run folder (nothing was "

@@ -1,5 +1,5 @@
 """The held-out evaluation of a language model's run: the model it starts from before the first
-step, the trained model after the last, on the same items (:mod:`grpo_seq.heldout` has the
+step, the trained model after the last, on the same items (:mod:`grpo_seq.scoring.heldout` has the
 figures and why each is there).
 
 Everything goes to ``<output_dir>/eval_heldout/``: ``eval.json``, ``base.jsonl`` and
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..heldout import HeldOutSet, best_constant_of, compare, summary_line
-from ..serialization import atomic_write_text
+from ..scoring.heldout import HeldOutSet, best_constant_of, compare, summary_line
+from ..io.serialization import atomic_write_text
 from .callbacks import JobCallbacks
 
 __all__ = ["HeldOutEval"]

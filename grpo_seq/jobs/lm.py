@@ -30,24 +30,24 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 
-from ..disk import disk_use_line
+from ..io.disk import disk_use_line
 from ..errors import ConfigError
-from ..memory import retain_freed_memory
-from ..models import count_parameters, load_model_and_tokenizer
-from ..plot import plot_run_if_possible
+from ..io.memory import retain_freed_memory
+from ..io.models import count_parameters, load_model_and_tokenizer
+from ..io.plot import plot_run_if_possible
 from ..policies import CausalLMPolicy
-from ..prompt_data import prompt_rows, read_rows
-from ..rewards import RewardScorer
+from ..io.prompt_data import prompt_rows, read_rows
+from ..scoring.rewards import RewardScorer
 from ..sampling import LMGroupSampler
-from ..serialization import atomic_write_text
-from ..stopping import GracefulStop, any_process, checkpoint_on_error
-from ..tracking import tracker_kwargs
-from ..trainer import GRPOTrainer
-from ..budget import shrink
-from ..cpu_share import IdleCores
+from ..io.serialization import atomic_write_text
+from ..loop.stopping import GracefulStop, any_process, checkpoint_on_error
+from ..io.tracking import tracker_kwargs
+from ..loop.trainer import GRPOTrainer
+from .budget import shrink
+from ..loop.cpu_share import IdleCores
 from .callbacks import CallbackList, JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
-from ..heldout import HeldOutSet
+from ..scoring.heldout import HeldOutSet
 from .heldout import HeldOutEval
 from .lm_spec import LMJob
 
@@ -73,7 +73,7 @@ class LMRun:
 
     def adapt_threads(self) -> None:
         """Before a step: as many torch threads as this process's share of the cores that other work
-        left idle over the last step (:mod:`grpo_seq.cpu_share`: a thread sharing a busy core makes
+        left idle over the last step (:mod:`grpo_seq.loop.cpu_share`: a thread sharing a busy core makes
         every operation wait for it)."""
         if self.cores is not None:
             n = self.cores.threads()
@@ -115,7 +115,7 @@ def dataset_name(dataset: Any) -> str:
 
 
 def load_prompts(cfg: LMJob) -> Any:
-    """The dataset's rows as prompts (:func:`grpo_seq.prompt_data.prompt_rows`), each checked now."""
+    """The dataset's rows as prompts (:func:`grpo_seq.io.prompt_data.prompt_rows`), each checked now."""
     if cfg.dataset is None:
         raise ConfigError("--dataset: give the prompts, a .jsonl/.json/.parquet/.csv file, a save_to_disk folder or "
                           "a hub id (a 'prompt' column, or name it with --prompt_column)")
@@ -166,7 +166,7 @@ def _lora_config(cfg: LMJob) -> Any:
 
 
 def idle_cores() -> IdleCores:
-    """The measure of idle cores for this process's share of the machine (:mod:`grpo_seq.cpu_share`)."""
+    """The measure of idle cores for this process's share of the machine (:mod:`grpo_seq.loop.cpu_share`)."""
     return IdleCores(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
@@ -193,7 +193,7 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
     """The policy (LoRA from ``peft_config`` or ``--use_peft``), the sampler and the trainer.
 
     With LoRA the reference is the same model with its adapters disabled. ``GRPO_SEQ_QUICK``
-    shrinks the spec's budget first (:mod:`grpo_seq.budget`)."""
+    shrinks the spec's budget first (:mod:`grpo_seq.jobs.budget`)."""
     quick = shrink(cfg)
     model = prepare_model(cfg, model, peft_config)
     # Each process draws its own share of every step's prompts.

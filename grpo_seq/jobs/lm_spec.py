@@ -6,13 +6,13 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..config import GRPOConfig
+from ..loop.config import GRPOConfig
 from ..errors import require, require_format
 from .spec import JobSpec, check_threads
 
 __all__ = ["LMJob", "SAMPLING_DTYPES", "IS_CORRECTIONS"]
 
-# grpo_seq.generation.sampling_copy.SAMPLING_DTYPES and grpo_seq.objective.IS_MODES, repeated here
+# grpo_seq.generation.sampling_copy.SAMPLING_DTYPES and grpo_seq.math.objective.IS_MODES, repeated here
 # so that a spec is checked without importing torch (a test keeps them equal).
 SAMPLING_DTYPES = ("float32", "bfloat16", "int8")
 IS_CORRECTIONS = ("none", "off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")

@@ -23,7 +23,7 @@ import typing
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from ..launch_record import LAUNCH_KEY
+from ..io.launch_record import LAUNCH_KEY
 from ..errors import ConfigError
 
 __all__ = ["JobSpec", "spec_class", "spec_from_dict", "spec_to_dict", "load_spec", "save_spec", "read_mapping",
@@ -179,7 +179,7 @@ def load_spec(path: str | Path, cls: type | None = None) -> Any:
 
 def save_spec(spec: Any, path: str | Path) -> Path:
     """Write ``spec`` atomically: YAML for a ``.yaml``/``.yml`` path, else JSON."""
-    from ..serialization import atomic_write_text
+    from ..io.serialization import atomic_write_text
 
     data = spec_to_dict(spec)
     if Path(path).suffix in (".yaml", ".yml"):

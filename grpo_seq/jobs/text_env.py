@@ -19,15 +19,15 @@ from typing import Any, Callable, Sequence
 import torch
 from accelerate import Accelerator
 
-from ..budget import shrink
-from ..cpu_share import IdleCores
+from .budget import shrink
+from ..loop.cpu_share import IdleCores
 from ..envs.text import HELD_OUT_SEED, TextEnvGroupSampler, evaluate_text_env
 from ..errors import ConfigError
-from ..models import count_parameters, load_model_and_tokenizer
+from ..io.models import count_parameters, load_model_and_tokenizer
 from ..policies import CausalLMPolicy
-from ..serialization import atomic_write_text
-from ..stats import paired_difference
-from ..trainer import GRPOTrainer
+from ..io.serialization import atomic_write_text
+from ..math.stats import paired_difference
+from ..loop.trainer import GRPOTrainer
 from .callbacks import JobCallbacks, as_callbacks
 from .lm import LMRun, _Starting, idle_cores, make_accelerator, open_run_dir, prepare_model, setup_process, train
 from .text_env_spec import TextEnvJob
@@ -67,7 +67,7 @@ def env_slug(env_id: str | None) -> str:
 def build_text_env(cfg: TextEnvJob, model: torch.nn.Module, tokenizer: Any, accelerator: Accelerator,
                    env_fn: Callable | None = None, label: str = "text_env", cores: IdleCores | None = None) -> TextEnvRun:
     """The policy (LoRA with ``--use_peft``), the sampler and the trainer. ``GRPO_SEQ_QUICK``
-    shrinks the spec's budget first (:mod:`grpo_seq.budget`)."""
+    shrinks the spec's budget first (:mod:`grpo_seq.jobs.budget`)."""
     quick = shrink(cfg, "lm")
     if quick:
         cfg.eval_episodes = min(cfg.eval_episodes, 2)
@@ -153,7 +153,7 @@ class HeldOutEval(JobCallbacks):
 
 def _paired(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
     """Each seed's success (where the environment reports it for every episode), else its return,
-    after minus before, with its 95% interval (:func:`grpo_seq.stats.paired_difference`)."""
+    after minus before, with its 95% interval (:func:`grpo_seq.math.stats.paired_difference`)."""
     success = all(r["success"] is not None for r in before + after)
     key = "success" if success else "return"
     d = paired_difference([float(r[key]) for r in before], [float(r[key]) for r in after])

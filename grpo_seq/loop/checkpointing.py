@@ -1,5 +1,5 @@
 """Saving a trainer's policy, writing its checkpoints and resuming from one, so that a resumed run
-goes on exactly as if it had never stopped (:mod:`grpo_seq.checkpoint` holds the file format)."""
+goes on exactly as if it had never stopped (:mod:`grpo_seq.io.checkpoint` holds the file format)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from accelerate.utils import gather_object
 
-from .. import checkpoint as ckpt
-from ..config import GRPOConfig
-from ..diagnostics import SignalWatch
-from ..entropy_control import EntropyControl
+from ..io import checkpoint as ckpt
+from .config import GRPOConfig
+from .diagnostics import SignalWatch
+from .entropy_control import EntropyControl
 from ..sampling.base import Resumable
-from ..serialization import link_folder, save_policy
+from ..io.serialization import link_folder, save_policy
 
 if TYPE_CHECKING:
-    from ..trainer import GRPOTrainer
+    from .trainer import GRPOTrainer
 
 __all__ = ["save_policy_folder", "save_checkpoint", "resume", "check_resumable"]
 
@@ -43,7 +43,7 @@ def save_policy_folder(trainer: GRPOTrainer, directory: Path, **kwargs) -> None:
 
 
 def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
-    """``<output_dir>/checkpoints/step_XXXXXXXX/`` (:func:`grpo_seq.checkpoint.write_checkpoint`),
+    """``<output_dir>/checkpoints/step_XXXXXXXX/`` (:func:`grpo_seq.io.checkpoint.write_checkpoint`),
     keeping the newest ``save_total_limit``. Every process contributes its RNG and sampler state;
     the main process writes."""
     acc, cfg, sampler = trainer.accelerator, trainer.config, trainer.sampler

@@ -9,12 +9,12 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .. import checkpoint as ckpt
-from ..batch import RolloutBatch
-from ..config import GRPOConfig
-from ..diagnostics import weight_growth, weight_norm
+from ..io import checkpoint as ckpt
+from ..math.batch import RolloutBatch
+from .config import GRPOConfig
+from .diagnostics import weight_growth, weight_norm
 from ..errors import DivergedError, NonFiniteError
-from ..objective import aggregate
+from ..math.objective import aggregate
 
 __all__ = ["WeightGuard", "EXPLORING_ENTROPY", "COLLAPSED_ENTROPY", "COLLAPSE_MIN_TOKENS"]
 
@@ -50,7 +50,7 @@ class WeightGuard:
     def check_divergence(self, norm_before: float, step: int) -> None:
         """Raise :class:`DivergedError` when the optimizer step just taken (during step ``step + 1``)
         multiplied the weights' global norm by more than ``divergence_factor``
-        (:func:`grpo_seq.diagnostics.weight_growth`). The norm is global and the weights equal on
+        (:func:`grpo_seq.loop.diagnostics.weight_growth`). The norm is global and the weights equal on
         every process, so all stop together."""
         norm_after = self.last_norm = weight_norm(self.params)
         if self.start_norm is None:

@@ -8,19 +8,19 @@ from typing import Any
 
 from accelerate import Accelerator
 
-from .. import checkpoint as ckpt
-from ..launch_record import launch_record
-from ..metrics import JsonlLogger
-from ..run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
-from ..serialization import atomic_write_text
-from ..tracking import tracker_config
+from ..io import checkpoint as ckpt
+from ..io.launch_record import launch_record
+from ..io.metrics import JsonlLogger
+from ..io.run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
+from ..io.serialization import atomic_write_text
+from ..io.tracking import tracker_config
 
 __all__ = ["RunFolder"]
 
 
 class RunFolder:
     """``output_dir`` (None: nothing is written) locked for this run on the main process
-    (:class:`grpo_seq.run_dir.RunLock`), and the trackers the accelerator was built with started
+    (:class:`grpo_seq.io.run_dir.RunLock`), and the trackers the accelerator was built with started
     (recipes: ``tracker_kwargs(--report_to)``).
 
     A folder that already holds a run is replaced with ``overwrite``, or when that run stopped

@@ -10,9 +10,9 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor
 
-from ..advantages import equal_reward_groups
-from ..batch import RolloutBatch
-from ..objective import SAMPLING_MEANS
+from ..math.advantages import equal_reward_groups
+from ..math.batch import RolloutBatch
+from ..math.objective import SAMPLING_MEANS
 from .update import UpdateStats
 
 __all__ = ["step_metrics", "gather_rows", "TOKEN_STATS"]
@@ -66,7 +66,7 @@ def gather_rows(acc: Accelerator, ragged: bool, *values: Tensor) -> list[Tensor]
 
 def sampling_metrics(acc: Accelerator, stats: UpdateStats) -> dict[str, float]:
     """The sampler-versus-policy statistics over all processes (with a sampler correction): token
-    means of :data:`grpo_seq.objective.SAMPLING_MEANS`, the min and max importance weight; NaN
+    means of :data:`grpo_seq.math.objective.SAMPLING_MEANS`, the min and max importance weight; NaN
     where no token was trained."""
     zero = torch.zeros((), device=acc.device)
     sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in SAMPLING_MEANS),

@@ -15,11 +15,11 @@ from accelerate import Accelerator
 from accelerate.utils import DistributedType
 from torch import Tensor, nn
 
-from ..batch import RolloutBatch
-from ..config import GRPOConfig
-from ..entropy_control import EntropyControl
-from ..objective import REDUCTIONS, LossVariant, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
-from ..stopping import any_process
+from ..math.batch import RolloutBatch
+from .config import GRPOConfig
+from .entropy_control import EntropyControl
+from ..math.objective import REDUCTIONS, LossVariant, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
+from .stopping import any_process
 from .guards import WeightGuard
 
 __all__ = ["PolicyUpdate", "UpdateStats", "adamw"]
@@ -181,7 +181,7 @@ class PolicyUpdate:
 
     def _adapt_entropy(self, stats: UpdateStats, before: Tensor | None) -> None:
         """After an optimizer step: the token-mean entropy of what it trained, over all processes,
-        moves the adaptive entropy coefficient (:class:`grpo_seq.entropy_control.EntropyControl`)."""
+        moves the adaptive entropy coefficient (:class:`grpo_seq.loop.entropy_control.EntropyControl`)."""
         if before is None:
             return
         window = self.accelerator.reduce((self._entropy_sums(stats) - before).to(self.accelerator.device), "sum")
@@ -224,7 +224,7 @@ class PolicyUpdate:
 
     def _importance_weights(self, sub: RolloutBatch, old_logp_t: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:
         """Truncated or masked importance weights of the trained policy against the sampler that
-        drew ``sub`` (:func:`grpo_seq.objective.importance_weights`), and the mismatch statistics;
+        drew ``sub`` (:func:`grpo_seq.math.objective.importance_weights`), and the mismatch statistics;
         ``(None, {})`` without a correction."""
         c = self.correction
         if c is None:
@@ -238,7 +238,7 @@ class PolicyUpdate:
         return weight_t, sampler_mismatch_stats(old_logp_t, sub.sampler_logp, sub.mask, weight_t, corrected)
 
     def _loss(self, sub: RolloutBatch, stand_in: bool, counts: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-        """The GRPO loss of micro-batch ``sub`` (:func:`grpo_seq.objective.grpo_loss`) and its token
+        """The GRPO loss of micro-batch ``sub`` (:func:`grpo_seq.math.objective.grpo_loss`) and its token
         statistics, entropy included."""
         cfg = self.config
         logp_t, entropy_t = self.model(sub)

@@ -11,12 +11,12 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from ..batch import RolloutBatch
+from ..math.batch import RolloutBatch
 from ..generation import LLAMA_LIKE_MODEL_TYPES, sample_tokens, unsupported_reason, unwrap_peft
 from ..generation.sampling_copy import SamplingCopy
 from ..generation.support import cache_kwargs, output_cache
-from ..head_logprobs import head_logprobs
-from ..objective import token_entropy, token_logprobs
+from .head_logprobs import head_logprobs
+from ..math.objective import token_entropy, token_logprobs
 
 __all__ = ["CausalLMPolicy"]
 
@@ -29,7 +29,7 @@ class CausalLMPolicy(nn.Module):
     The batch's ``context`` holds left-padded prompt ids with ``prompt_mask``;
     ``tokens`` holds the right-padded completions. Only the completion positions go through
     the LM head, so full-vocabulary logits are never built for the prompt; for Llama and Qwen2
-    the head, log-softmax and gather run fused (:func:`grpo_seq.head_logprobs.head_logprobs`).
+    the head, log-softmax and gather run fused (:func:`grpo_seq.policies.head_logprobs.head_logprobs`).
 
     Args:
         model: a ``transformers`` causal LM, or a peft model wrapping one (LoRA): then the

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..batch import RolloutBatch
-from ..objective import token_entropy, token_logprobs
+from ..math.batch import RolloutBatch
+from ..math.objective import token_entropy, token_logprobs
 
 __all__ = ["CategoricalMLPPolicy", "action_digits", "join_digits", "factored_logprobs", "factored_entropy"]
 

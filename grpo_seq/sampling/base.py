@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..batch import RolloutBatch
+from ..math.batch import RolloutBatch
 
 __all__ = ["GroupSampler", "Resumable", "EpisodeSampler", "Budgeted", "RandomStreams"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..batch import RolloutBatch
+from ..math.batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
 from .base import RandomStreams

@@ -8,10 +8,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..batch import RolloutBatch, TextSamples
+from ..math.batch import RolloutBatch, TextSamples
 from ..generation.prompts import check_prompt_lengths
-from ..models import prepare_tokenizer
-from ..prompt_data import row_place
+from ..io.models import prepare_tokenizer
+from ..io.prompt_data import row_place
 
 __all__ = ["LMGroupSampler", "completion_mask", "text_batch"]
 

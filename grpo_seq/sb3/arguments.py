@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..config import GRPOConfig, token_minibatch_conflict
+from ..loop.config import GRPOConfig, token_minibatch_conflict
 from ..envs.defaults import UNREGISTERED, per_env
 from ..errors import UsageError
 from ..jobs.env_spec import EnvJob

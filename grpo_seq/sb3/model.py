@@ -18,7 +18,7 @@ from torch import nn
 from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
-from ..budget import cap_env_steps
+from ..jobs.budget import cap_env_steps
 from ..jobs.env import EnvRun
 from ..jobs.env_spec import EnvJob
 from ..policies.actor import make_actor

@@ -19,7 +19,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ..policies.mlp import CategoricalMLPPolicy
-from ..serialization import atomic_file
+from ..io.serialization import atomic_file
 from ..sampling.spaces import SpaceCodec, space_from_json, space_to_json
 
 __all__ = ["GRPOPolicy"]

@@ -6,7 +6,7 @@ them), ``grpo.json`` (the constructor's JSON-able arguments, the env id where th
 SB3's tools read. What SB3 would pickle there (a function, a schedule) is written as its type and
 ``":not_serialized:"`` naming why, and comes back only through ``custom_objects``. ``path`` may be
 a file object (written or read in place, left open). As in SB3, a path without a suffix gets ``.zip``; the file is written
-atomically (:func:`grpo_seq.serialization.atomic_file`), so a reader never sees half of it. The
+atomically (:func:`grpo_seq.io.serialization.atomic_file`), so a reader never sees half of it. The
 optimizer's moments are not saved: training after ``load`` starts Adam afresh.
 
 ``grpo.json`` names the format, ``"grpo-seq GRPO <version>"``; a file of another format or of a
@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from ..errors import MissingPathError, UsageError
 from ..policies.mlp import CategoricalMLPPolicy
-from ..serialization import atomic_file
+from ..io.serialization import atomic_file
 
 __all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy", "read_data"]
 
@@ -71,7 +71,7 @@ def zip_path(path: Any, must_exist: bool = False) -> Any:
 def write_model_zip(path: Any, policy: nn.Module, policy_json: dict, meta: dict[str, Any],
                     data: dict[str, Any] | None = None) -> Any:
     """Write the zip of :func:`read_model_zip` to ``path`` (``.zip`` added without a suffix),
-    atomically (:func:`grpo_seq.serialization.atomic_file`); or into a file object, left open."""
+    atomically (:func:`grpo_seq.io.serialization.atomic_file`); or into a file object, left open."""
     path = zip_path(path)
     state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
     members = {"data": json.dumps(data or {}, indent=4), "model.safetensors": save_tensors(state),

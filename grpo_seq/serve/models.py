@@ -51,7 +51,7 @@ def summary_of(entry: dict[str, Any]) -> dict[str, Any]:
 class _EnvModel:
     def __init__(self, path: str):
         from ..policies.actor import make_actor
-        from ..serialization import load_policy
+        from ..io.serialization import load_policy
 
         policy = load_policy(path)
         self.obs_dim = policy.init_kwargs["obs_dim"]
@@ -63,7 +63,7 @@ class _EnvModel:
 
 class _LMModel:
     def __init__(self, path: str):
-        from ..models import load_model_and_tokenizer
+        from ..io.models import load_model_and_tokenizer
 
         self.model, self.tokenizer = load_model_and_tokenizer(path)
         self.lock = threading.Lock()  # one generate at a time per model

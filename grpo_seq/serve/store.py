@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..serialization import atomic_write_text
+from ..io.serialization import atomic_write_text
 
 __all__ = ["Store", "MODEL_NAME", "check_model_name"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..jobs import JobCallbacks, load_spec, run_job
-from ..serialization import atomic_write_text
+from ..io.serialization import atomic_write_text
 from .requests import finite_or_none
 
 __all__ = ["ProgressFile", "run"]

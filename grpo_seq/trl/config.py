@@ -181,7 +181,7 @@ class GRPOConfig:
                              f"leave it at TRL's default {TRL_DEFAULTS[key]!r} (docs/guides/trl.md)")
 
     def _check(self) -> None:
-        from ..config import LOSS_TYPES as CORE_LOSS_TYPES  # the core config validates against these
+        from ..loop.config import LOSS_TYPES as CORE_LOSS_TYPES  # the core config validates against these
 
         if self.loss_type not in LOSS_TYPES and self.loss_type not in CORE_LOSS_TYPES:
             raise ConfigError(f"GRPOConfig.loss_type: grpo-seq has {sorted({*LOSS_TYPES, *CORE_LOSS_TYPES})}, "
@@ -322,7 +322,7 @@ class GRPOConfig:
         """The options that go to grpo-seq's core config under TRL's own name where it has that
         field (the loss variants, reference sync, ...), and those whose meaning maps onto it."""
         from ..jobs.lm_spec import LMJob
-        from ..config import LOSS_TYPES as CORE_LOSS_TYPES  # the core config validates against these
+        from ..loop.config import LOSS_TYPES as CORE_LOSS_TYPES  # the core config validates against these
 
         core = {f.name for f in fields(LMJob)}
         mine = {f.name for f in fields(self)}

@@ -7,9 +7,9 @@ from typing import Any, Sequence
 
 import torch
 
-from ..prompt_data import prompt_rows, read_rows
-from ..rewards import RewardScorer
-from ..stats import mean_interval, paired_difference
+from ..io.prompt_data import prompt_rows, read_rows
+from ..scoring.rewards import RewardScorer
+from ..math.stats import mean_interval, paired_difference
 
 __all__ = ["eval_datasets", "eval_surrogate", "evaluate_rows", "against_first"]
 
@@ -82,7 +82,7 @@ def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, ba
 def against_first(first: Sequence[float], now: Sequence[float], prefix: str) -> dict[str, float]:
     """The paired difference of each prompt's mean reward, now minus the first evaluation's (the
     model before training, where ``evaluate`` ran before ``train``), with its 95% interval
-    (:func:`grpo_seq.stats.paired_difference`)."""
+    (:func:`grpo_seq.math.stats.paired_difference`)."""
     d = paired_difference(first, now)
     return {f"{prefix}_reward_vs_first": d["value"], f"{prefix}_reward_vs_first_ci_low": d["interval"][0],
             f"{prefix}_reward_vs_first_ci_high": d["interval"][1]}

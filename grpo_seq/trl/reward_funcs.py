@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import UsageError
-from ..reward_model import is_reward_model_spec, load_reward_model
+from ..scoring.reward_model import is_reward_model_spec, load_reward_model
 
 __all__ = ["load_reward_funcs"]
 
@@ -15,7 +15,7 @@ def load_reward_funcs(reward_funcs: Any, reward_processing_classes: Any, dtype: 
                       trust_remote_code: bool = False, device: Any = None) -> tuple[list, list, list]:
     """``(reward_funcs, reward_processing_classes, scorer_fns)`` as TRL's trainer holds them: each
     reward model loaded (``PreTrainedModel``) beside its tokenizer, a function with ``None``; and
-    the callables :class:`grpo_seq.rewards.RewardScorer` runs (a :class:`RewardModel` for a model).
+    the callables :class:`grpo_seq.scoring.rewards.RewardScorer` runs (a :class:`RewardModel` for a model).
     A model is frozen, in eval mode, on ``device``."""
     fns = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs] if reward_funcs else []
     if not fns:

@@ -10,16 +10,16 @@ from typing import Any, Sequence
 
 import torch
 
-from ..budget import shrink
+from ..jobs.budget import shrink
 from ..errors import UsageError
 from ..jobs.callbacks import JobCallbacks
 from ..jobs.console import Console
 from ..jobs.folder import resolve_run_dir
 from ..jobs.lm import LMRun, apply_lora, build, make_accelerator, train
 from ..jobs.lm_spec import LMJob
-from ..models import load_model_and_tokenizer, prepare_tokenizer
-from ..prompt_data import prompt_rows, read_rows
-from ..rewards import RewardScorer
+from ..io.models import load_model_and_tokenizer, prepare_tokenizer
+from ..io.prompt_data import prompt_rows, read_rows
+from ..scoring.rewards import RewardScorer
 from .callbacks import CallbackRunner, reward_stats, trl_logs
 from .config import GRPOConfig
 from .evaluation import against_first, eval_datasets, evaluate_rows
@@ -52,7 +52,7 @@ class GRPOTrainer:
     a ``.gguf`` file or a loaded ``PreTrainedModel``. ``reward_funcs``: callables with TRL's
     signature (async ones awaited together), import paths (``package.module:function``), or
     reward models: a sequence-classification model's hub id, folder or object, scored by the
-    logit of its single label (:mod:`grpo_seq.reward_model`), with ``reward_processing_classes``
+    logit of its single label (:mod:`grpo_seq.scoring.reward_model`), with ``reward_processing_classes``
     as their tokenizers. ``train_dataset``: a ``datasets.Dataset`` (or a finite
     ``IterableDataset``), a list of dicts, or a file or folder with a ``prompt`` column; other
     columns reach the reward functions as keyword arguments, with ``trainer_state``,
@@ -239,7 +239,7 @@ class GRPOTrainer:
             target = target / "model"  # the run folder holds metrics and checkpoints: the model goes beside them
         if self._run.trainer.step_count and (target / "config.json").is_file() and target == Path(self.cfg.output_dir) / "model":
             return target  # written at the end of train(), from the same weights
-        from ..serialization import save_policy
+        from ..io.serialization import save_policy
 
         save_policy(self._run.trainer.policy, target, merged=self.cfg.save_merged)
         return target

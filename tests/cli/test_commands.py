@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_seq.disk import disk_use
+from grpo_seq.io.disk import disk_use
 from tiny_lm import save_tiny_lm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_train_lm_scores_held_out_prompts_before_and_after_and_max_steps_0_the_b
 
 
 def format_total(n: int) -> str:
-    from grpo_seq.disk import format_bytes
+    from grpo_seq.io.disk import format_bytes
 
     return format_bytes(n)
 

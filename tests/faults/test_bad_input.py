@@ -15,7 +15,7 @@ import torch
 
 from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, LMGroupSampler
 from grpo_seq import RewardScorer, RolloutBatch
-from grpo_seq.prompt_data import chat_prompts
+from grpo_seq.io.prompt_data import chat_prompts
 from tiny_lm import make_tiny_lm
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -92,7 +92,7 @@ def test_a_model_folder_without_config_json_is_named(run_main, gsm8k, tmp_path):
 def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny_model, tmp_path, monkeypatch):
     import eval_gsm8k
 
-    from grpo_seq import heldout
+    from grpo_seq.scoring import heldout
 
     def never(*args, **kwargs):
         raise AssertionError("generated before checking the gold answers")

@@ -17,8 +17,8 @@ import torch
 from faultkit import LM_QUIET, TINY, one_error_line, tree_hashes, write_jsonl
 from safetensors import SafetensorError
 
-import grpo_seq.serialization as ser
-from grpo_seq.checkpoint import checkpoint_dir, list_checkpoints, verify_checkpoint
+import grpo_seq.io.serialization as ser
+from grpo_seq.io.checkpoint import checkpoint_dir, list_checkpoints, verify_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the writers raise when the disk fills (torch 2.x's zip writer; safetensors' Rust writer).
@@ -143,7 +143,7 @@ def test_an_output_dir_that_is_a_file_is_refused_before_anything_is_written(run_
 @pytest.mark.parametrize("where", ["the folder", "a new folder inside it"])
 def test_a_read_only_output_dir_is_refused_before_anything_is_written(run_main, cartpole, run_copy, monkeypatch,
                                                                      where):
-    import grpo_seq.disk as disk
+    import grpo_seq.io.disk as disk
 
     out = run_copy if where == "the folder" else run_copy / "sub"
     before = tree_hashes(run_copy)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from faultkit import LM_QUIET, TINY, one_error_line, write_jsonl
 
-from grpo_seq.checkpoint import checkpoint_dir, list_checkpoints, verify_checkpoint
+from grpo_seq.io.checkpoint import checkpoint_dir, list_checkpoints, verify_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,7 +156,7 @@ def test_healthy_runs_never_trip_the_divergence_check(run_main, cartpole, gsm8k,
 @pytest.mark.parametrize("eval_return, has_best", [(-1e6, False), (1e6, True)])
 def test_a_forks_summary_names_a_best_policy_that_exists(run_main, cartpole, run_copy, tmp_path, monkeypatch,
                                                          eval_return, has_best):
-    from grpo_seq.evaluation import PolicyEvaluator
+    from grpo_seq.scoring.evaluation import PolicyEvaluator
 
     real_eval = PolicyEvaluator.__call__
     monkeypatch.setattr(PolicyEvaluator, "__call__",  # the fork never beats, or always beats, run A's best
@@ -181,7 +181,7 @@ def _failing_plot(*args, **kwargs):
 @pytest.mark.parametrize("program", ["cartpole", "gsm8k"])
 def test_a_failing_plot_leaves_a_finished_run_finished(run_main, cartpole, gsm8k, tiny_model, tmp_path, monkeypatch,
                                                        program):
-    import grpo_seq.plot as plot_mod
+    import grpo_seq.io.plot as plot_mod
 
     monkeypatch.setattr(plot_mod, "plot_runs", _failing_plot)
     if program == "cartpole":

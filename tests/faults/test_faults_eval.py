@@ -28,7 +28,7 @@ def eval_gsm8k():
 @pytest.fixture
 def stub_generation(monkeypatch):
     """Greedy "completions" without generating: each prompt answered "#### 5"."""
-    from grpo_seq import heldout
+    from grpo_seq.scoring import heldout
 
     monkeypatch.setattr(heldout, "greedy_completions", lambda model, tok, prompts, *a, **k: ["#### 5"] * len(prompts))
 
@@ -104,7 +104,7 @@ def test_the_default_folder_is_new_for_each_evaluation(run_main, eval_gsm8k, tin
 
 
 def test_default_folders_taken_in_the_same_second_are_numbered(tmp_path, monkeypatch):
-    from grpo_seq import eval_lm
+    from grpo_seq.jobs import eval_lm
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(eval_lm.time, "time", lambda: 1700000000.5)
@@ -138,7 +138,7 @@ def test_an_output_dir_that_is_a_file_is_refused_before_loading(run_main, eval_g
 
 
 def test_a_failed_evaluation_leaves_no_empty_folder(eval_gsm8k, tiny_model, tmp_path, dev, monkeypatch):
-    from grpo_seq import heldout
+    from grpo_seq.scoring import heldout
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in generation")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from faultkit import TINY, one_error_line, tree_hashes
 
-from grpo_seq.checkpoint import list_checkpoints, verify_checkpoint
+from grpo_seq.io.checkpoint import list_checkpoints, verify_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,7 +191,7 @@ def test_the_script_itself_prints_one_line_for_a_continuous_env(tmp_path):
 def test_evaluating_a_missing_policy_is_one_line(run_main):
     from grpo_seq.cli.tools import eval_env as main
 
-    res = run_main(main, ["--policy", "no/such/policy"], script="grpo_seq/evaluation.py")
+    res = run_main(main, ["--policy", "no/such/policy"], script="grpo_seq/scoring/evaluation.py")
     assert res.code == 2, res
     assert "no/such/policy/policy.json not found" in one_error_line(res.err)
 
@@ -224,7 +224,7 @@ def test_nan_gradients_stop_the_run_with_finite_weights_saved(run_main, cartpole
 
 
 def test_a_full_disk_keeps_the_last_checkpoint_and_prints_the_resume_command(run_main, cartpole, tmp_path, monkeypatch):
-    import grpo_seq.checkpoint as ckpt
+    import grpo_seq.io.checkpoint as ckpt
 
     real_save, saves = torch.save, {"n": 0}
 

@@ -15,7 +15,7 @@ import pytest
 from faultkit import TINY, one_error_line, tree_hashes
 
 from grpo_seq.errors import RunDirError, UsageError
-from grpo_seq.run_dir import replace_run, run_files
+from grpo_seq.io.run_dir import replace_run, run_files
 
 # -- --overwrite deletes only what a run of ours wrote ----------------------------------------------
 
@@ -180,7 +180,7 @@ def test_a_good_save_still_loads(saved_zip):
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory) -> Path:
     from grpo_seq.policies import CategoricalMLPPolicy
-    from grpo_seq.serialization import save_policy
+    from grpo_seq.io.serialization import save_policy
 
     return save_policy(CategoricalMLPPolicy(4, 2, (8,)), tmp_path_factory.mktemp("pol") / "policy")
 

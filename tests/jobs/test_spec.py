@@ -100,7 +100,7 @@ def test_reading_an_env_spec_loads_no_trainer_and_no_lm_code():
     import subprocess
     import sys
 
-    watched = ("accelerate", "transformers", "gymnasium", "grpo_seq.trainer", "grpo_seq.jobs.lm_spec")
+    watched = ("accelerate", "transformers", "gymnasium", "grpo_seq.loop.trainer", "grpo_seq.jobs.lm_spec")
     code = ("import sys; from grpo_seq.jobs import spec_from_dict; spec_from_dict({'kind': 'env'}); "
             f"print([m for m in {watched!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

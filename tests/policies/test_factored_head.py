@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from grpo_seq import CategoricalMLPPolicy, RolloutBatch, load_policy
-from grpo_seq.objective import grpo_loss
+from grpo_seq.math.objective import grpo_loss
 from grpo_seq.policies.mlp import action_digits, join_digits
-from grpo_seq.serialization import save_policy
+from grpo_seq.io.serialization import save_policy
 
 # dimension 0: logits [0, ln 3] -> probabilities [1/4, 3/4]; dimension 1: [0, 0, ln 2] -> [1/4, 1/4, 1/2]
 BIAS = [0.0, math.log(3.0), 0.0, 0.0, math.log(2.0)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_seq import CategoricalMLPPolicy, load_policy
-from grpo_seq.serialization import save_policy
+from grpo_seq.io.serialization import save_policy
 
 from grpo_seq.envs.obs_scale import default_obs_scale, rollout_obs_center, rollout_obs_range, rollout_obs_scale
 from grpo_seq.jobs.env import make_policy
@@ -82,7 +82,7 @@ def test_the_env_program_scales_cartpole_by_its_thresholds_and_other_envs_by_ran
 
 
 def test_weights_trained_for_another_input_scale_are_refused_by_name(tmp_path):
-    from grpo_seq.serialization import load_policy_weights
+    from grpo_seq.io.serialization import load_policy_weights
 
     raw = CategoricalMLPPolicy(4, 2)  # as saved before obs_scale existed: no scale
     save_policy(raw, tmp_path / "raw")
@@ -113,7 +113,7 @@ def test_obs_shift_is_subtracted_before_the_scale_in_both_paths(tmp_path):
 
 
 def test_weights_trained_for_another_shift_are_refused_by_name(tmp_path):
-    from grpo_seq.serialization import load_policy_weights
+    from grpo_seq.io.serialization import load_policy_weights
 
     save_policy(CategoricalMLPPolicy(4, 2, obs_scale=SCALE), tmp_path / "unshifted")
     with pytest.raises(ValueError, match=r"obs_shift was \[0.0, 0.0, 0.0, 0.0\], is \[0.5, -1.0"):

@@ -15,9 +15,9 @@ pytest.importorskip("reasoning_gym")
 
 from grpo_seq.errors import UsageError  # noqa: E402
 from grpo_seq.generation.prompts import prompt_texts  # noqa: E402
-from grpo_seq.prompt_data import check_prompt, prompt_rows, read_rows  # noqa: E402
-from grpo_seq.rewards import RewardScorer  # noqa: E402
-from grpo_seq.sources.reasoning_gym import HELD_OUT_OFFSET, task_items, task_rows  # noqa: E402
+from grpo_seq.io.prompt_data import check_prompt, prompt_rows, read_rows  # noqa: E402
+from grpo_seq.scoring.rewards import RewardScorer  # noqa: E402
+from grpo_seq.io.sources.reasoning_gym import HELD_OUT_OFFSET, task_items, task_rows  # noqa: E402
 from reward_fns.reasoning_gym import score, task_score  # noqa: E402
 from tiny_lm import make_tokenizer, save_tiny_lm  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RolloutBatch
-from grpo_seq.objective import grpo_loss
+from grpo_seq.math.objective import grpo_loss
 from grpo_seq.sampling import completion_mask
 from tiny_lm import chat_rows, make_sampler, make_tiny_lm
 
@@ -333,7 +333,7 @@ def test_reward_rises_on_a_toy_task():
 def test_lora_reference_is_the_base_model_without_a_copy(tmp_path):
     from peft import LoraConfig, get_peft_model
 
-    from grpo_seq.models import load_model_and_tokenizer
+    from grpo_seq.io.models import load_model_and_tokenizer
 
     model, tok = make_tiny_lm()
     base = copy.deepcopy(model)

@@ -124,7 +124,7 @@ def test_reward_function_errors_name_the_function(fn, match):
 
 
 def test_alternatives_mode_has_nonzero_advantages_and_learns():
-    from grpo_seq.advantages import compute_advantages
+    from grpo_seq.math.advantages import compute_advantages
 
     model = GRPO("MlpPolicy", "CartPole-v1", group_mode="alternatives", reward_function=upright, seed=0)
     batch = model._trainer.sampler.sample(model.policy)

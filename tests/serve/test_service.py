@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from conftest import CARTPOLE, TOKEN, Server, wait_for
-from grpo_seq.checkpoint import verify_checkpoint
+from grpo_seq.io.checkpoint import verify_checkpoint
 
 ROUTES = [("get", "/jobs"), ("get", "/models"), ("post", "/train"), ("post", "/inference"), ("get", "/jobs/x"),
           ("delete", "/jobs/x"), ("get", "/jobs/x/metrics")]
 
 
 def test_cartpole_trains_to_solved_through_the_api_and_answers_actions(server, trained):
-    from grpo_seq.serialization import load_policy
+    from grpo_seq.io.serialization import load_policy
 
     assert trained["state"] == "done", trained
     models = {m["name"]: m for m in server.client.get("/models").json()["models"]}

@@ -10,7 +10,7 @@ from scripted_policy import ScriptedPolicy
 from tiny_lm import make_tiny_lm, make_tokenizer
 
 from grpo_seq import GRPOConfig
-from grpo_seq.advantages import compute_advantages, steps_of_tokens
+from grpo_seq.math.advantages import compute_advantages, steps_of_tokens
 from grpo_seq.envs.text import HELD_OUT_SEED, TextEnvGroupSampler, evaluate_text_env
 from grpo_seq.errors import UsageError
 from grpo_seq.policies import CausalLMPolicy

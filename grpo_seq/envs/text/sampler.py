@@ -11,7 +11,7 @@ language-model batch whose completion is the whole conversation after the first 
   lengths;
 - step_rewards: each turn's reward on the last token of its reply, and ``step_index`` the turn of
   each reply token, so that ``advantage=stepwise`` compares the members of a group turn by turn
-  (:func:`grpo_seq.advantages.steps_of_tokens`); ``rewards``: the episode's total.
+  (:func:`grpo_seq.math.advantages.steps_of_tokens`); ``rewards``: the episode's total.
 
 Limits: ``max_turns`` replies per episode, ``max_reply_tokens`` per reply (a reply cut there still
 goes to the environment, its turn closed by the template), ``max_total_tokens`` for the whole
@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...batch import RolloutBatch, TextSamples
+from ...math.batch import RolloutBatch, TextSamples
 from ...errors import UsageError
-from ...models import prepare_tokenizer
+from ...io.models import prepare_tokenizer
 from .chat import ChatFormat
 from .contract import checked_reset, checked_step, make_text_env, text_env_name
 

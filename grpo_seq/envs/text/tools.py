@@ -29,7 +29,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from ...batch import RolloutBatch
+from ...math.batch import RolloutBatch
 from ...errors import UsageError
 from .chat import ChatFormat
 from .sampler import TextEnvGroupSampler

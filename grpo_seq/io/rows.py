@@ -1,7 +1,7 @@
 """Dataset rows that remember where each came from (``FILE line N``), for messages that name the row.
 
-Its own module so that the readers (:mod:`grpo_seq.prompt_data`) and the sources they dispatch to
-(:mod:`grpo_seq.sources`) both build them without importing each other.
+Its own module so that the readers (:mod:`grpo_seq.io.prompt_data`) and the sources they dispatch to
+(:mod:`grpo_seq.io.sources`) both build them without importing each other.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 What tells learning from noise and from a collapse to one answer:
 
-- each model's score with its 95% interval (:func:`grpo_seq.stats.mean_interval`);
+- each model's score with its 95% interval (:func:`grpo_seq.math.stats.mean_interval`);
 - the paired difference, trained minus base, with its interval and, for right/wrong scores, the
-  exact McNemar p-value (:func:`grpo_seq.stats.paired_difference`);
+  exact McNemar p-value (:func:`grpo_seq.math.stats.paired_difference`);
 - the best constant answer: the one completion that, given to every item, scores best (candidates:
   the answers both models gave, and each gold ``answer`` written as ``eval_answer_format``), and
   the trained model's paired difference against it. A policy that learned to answer "1" to every
@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .generation.greedy import greedy_completions
+from ..generation.greedy import greedy_completions
 from .rewards import RewardScorer
-from .stats import best_constant, is_binary, mean_interval, paired_difference
+from ..math.stats import best_constant, is_binary, mean_interval, paired_difference
 
 __all__ = ["HeldOutSet", "compare", "summary_line", "score_greedy", "best_constant_of", "MAX_CONSTANT_CANDIDATES"]
 

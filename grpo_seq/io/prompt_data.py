@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import MissingPathError, UsageError
+from ..errors import MissingPathError, UsageError
 from .rows import Rows, row_place
 
 __all__ = [
@@ -84,11 +84,11 @@ def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> 
 
     ``dataset``: a ``.jsonl``/``.json``/``.parquet``/``.csv`` file, a folder written by
     ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``split``), a hub id, a generated
-    task ``reasoning_gym:TASK`` (``config``: its options as JSON; :mod:`grpo_seq.sources.reasoning_gym`),
+    task ``reasoning_gym:TASK`` (``config``: its options as JSON; :mod:`grpo_seq.io.sources.reasoning_gym`),
     or rows already in memory (a ``datasets.Dataset`` or a list of dicts)."""
     if not isinstance(dataset, (str, Path)):
         return _in_memory(dataset, "train_dataset")
-    if isinstance(dataset, str) and dataset.startswith("reasoning_gym:"):  # a generated task: grpo_seq.sources
+    if isinstance(dataset, str) and dataset.startswith("reasoning_gym:"):  # a generated task: grpo_seq.io.sources
         from .sources.reasoning_gym import reasoning_gym_rows
 
         return reasoning_gym_rows(dataset, split, config)

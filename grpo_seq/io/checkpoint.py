@@ -12,7 +12,7 @@ A checkpoint is a folder ``<output_dir>/checkpoints/step_XXXXXXXX/`` holding
   shuffling generator) and its sampler's position;
 * ``manifest.json``, written last: the size and SHA-256 of every other file.
 
-It is written through :func:`grpo_seq.serialization.atomic_dir` (a hidden temporary folder,
+It is written through :func:`grpo_seq.io.serialization.atomic_dir` (a hidden temporary folder,
 flushed to disk, the manifest written last, then renamed into place), so a kill at any moment
 leaves either no new checkpoint or a complete one. A checkpoint damaged
 afterwards (a truncated copy, a full disk) fails its manifest check and is refused by name;
@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from .disk import check_free_space
-from .errors import UsageError
+from ..errors import UsageError
 from .serialization import atomic_dir, load_policy_weights, save_policy
 
 __all__ = [

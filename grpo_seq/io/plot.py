@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import ConfigError, MissingPathError, UsageError
+from ..errors import ConfigError, MissingPathError, UsageError
 
 __all__ = ["read_metrics", "panels_for", "plot_runs", "plot_run_if_possible", "X_AXES"]
 

@@ -93,7 +93,7 @@ class RolloutBatch:
         text: text: prompts, completions and dataset columns as Python lists, or None.
         truncated: text: ``(B,)`` bool, True where a completion hit the length limit before EOS.
         reward_components: ``(B, n_fns)`` each reward function's unweighted value (NaN where it
-            returned None), filled by :class:`grpo_seq.rewards.RewardScorer`, or None.
+            returned None), filled by :class:`grpo_seq.scoring.rewards.RewardScorer`, or None.
         sampler_logp: ``(B, T)`` float32 log-probs of the tokens under the distribution that drew
             them (the sampler's processed logits: a cheaper copy's, ``sampling_dtype``), 0 outside
             the mask, or None; the trainer's importance weights correct for it.

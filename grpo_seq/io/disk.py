@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["disk_use", "format_bytes", "disk_use_line", "check_free_space", "file_size_limit", "check_output_dir",
            "nearest_existing"]

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .errors import UsageError
-from .policies.actor import make_actor
+from ..errors import UsageError
+from ..policies.actor import make_actor
 
 __all__ = ["record_episode", "check_renderer"]
 
@@ -35,7 +35,7 @@ def check_renderer(env_id: str) -> None:
     """Raise :class:`UsageError` saying what to install when ``env_id`` cannot render frames."""
     import gymnasium as gym
 
-    from .sampling.env import make_env
+    from ..sampling.env import make_env
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     try:
@@ -57,7 +57,7 @@ def record_episode(policy: nn.Module, env_id: str, out: str | Path, seed: int = 
     """
     from PIL import Image, ImageDraw, ImageFont
 
-    from .sampling.env import make_env
+    from ..sampling.env import make_env
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen, no display needed
     env = make_env(env_id, render_mode="rgb_array")

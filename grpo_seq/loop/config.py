@@ -7,8 +7,8 @@ import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, NoReturn
 
-from .errors import ConfigError
-from .objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES, REDUCTIONS
+from ..errors import ConfigError
+from ..math.objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES, REDUCTIONS
 
 __all__ = ["GRPOConfig", "ADVANTAGE_TYPES", "token_minibatch_conflict"]
 
@@ -457,7 +457,7 @@ class GRPOConfig:
         if not 0 <= self.seed < 2**32:  # numpy's legacy seeding (and so gymnasium's) takes 32 bits
             self._fail("seed", "must be in [0, 2**32 - 1]")
         if self.report_to:
-            from .tracking import tracker_kwargs
+            from ..io.tracking import tracker_kwargs
 
             try:
                 tracker_kwargs(self.report_to, self.output_dir)

@@ -19,8 +19,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .disk import file_size_limit
-from .errors import MissingPathError, UsageError
-from .policies import CategoricalMLPPolicy
+from ..errors import MissingPathError, UsageError
+from ..policies import CategoricalMLPPolicy
 
 __all__ = [
     "save_policy", "load_policy", "load_policy_weights", "atomic_dir", "atomic_file", "atomic_write_text", "link_folder",

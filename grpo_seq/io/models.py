@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .errors import ConfigError, MissingPathError, UsageError
+from ..errors import ConfigError, MissingPathError, UsageError
 
 __all__ = ["OFFLINE_WHEELS", "CACHE_ENV", "resolve_model", "load_model_and_tokenizer", "prepare_tokenizer", "wheel_gguf",
            "gguf_cache_dir", "count_parameters"]

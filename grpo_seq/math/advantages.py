@@ -21,7 +21,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from .batch import RolloutBatch
-    from .config import GRPOConfig
+    from ..loop.config import GRPOConfig
 
 __all__ = [
     "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",

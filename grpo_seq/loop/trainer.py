@@ -21,21 +21,21 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import Tensor, nn
 
-from . import checkpoint as ckpt
-from .advantages import compute_advantages
-from .batch import RolloutBatch
+from ..io import checkpoint as ckpt
+from ..math.advantages import compute_advantages
+from ..math.batch import RolloutBatch
 from .config import GRPOConfig
 from .diagnostics import SignalWatch
 from .dynamic_sampling import fill_informative
 from .entropy_control import EntropyControl
-from .errors import ConfigError
-from .loop import checkpointing
-from .loop.guards import WeightGuard
-from .loop.run_folder import RunFolder
-from .loop.scoring import Scoring
-from .loop.step_metrics import step_metrics
-from .loop.update import PolicyUpdate, UpdateStats, adamw
-from .sampling.base import Budgeted, GroupSampler
+from ..errors import ConfigError
+from . import checkpointing
+from .guards import WeightGuard
+from .run_folder import RunFolder
+from .logprobs import Scoring
+from .step_metrics import step_metrics
+from .update import PolicyUpdate, UpdateStats, adamw
+from ..sampling.base import Budgeted, GroupSampler
 
 __all__ = ["GRPOTrainer", "compute_advantages"]
 
@@ -182,7 +182,7 @@ class GRPOTrainer:
 
     def _collect(self) -> RolloutBatch:
         """The step's groups (:meth:`_draw`); with ``dynamic_sampling`` only groups whose rewards
-        differ, drawn again while too few (:func:`grpo_seq.dynamic_sampling.fill_informative`)."""
+        differ, drawn again while too few (:func:`grpo_seq.loop.dynamic_sampling.fill_informative`)."""
         cfg = self.config
         if not cfg.dynamic_sampling:
             return self._draw()

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .errors import DivergedError
+from ..errors import DivergedError
 
 __all__ = ["GracefulStop", "resume_command", "checkpoint_on_error", "any_process"]
 

@@ -11,11 +11,11 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor, nn
 
-from ..advantages import compute_advantages, kl_penalised_rewards
-from ..batch import RolloutBatch
-from ..config import GRPOConfig
-from ..objective import kl_estimate
-from ..reference import mix_reference
+from ..math.advantages import compute_advantages, kl_penalised_rewards
+from ..math.batch import RolloutBatch
+from .config import GRPOConfig
+from ..math.objective import kl_estimate
+from .reference import mix_reference
 
 __all__ = ["Scoring"]
 
@@ -75,9 +75,9 @@ class Scoring:
                 batch.old_logp = self.score(policy, batch, rows=live)
 
     def advantages(self, policy: nn.Module, batch: RolloutBatch, weights: Sequence[float] | None) -> Tensor:
-        """:func:`grpo_seq.advantages.compute_advantages` (the scorer's ``weights`` for GDPO); with
+        """:func:`grpo_seq.math.advantages.compute_advantages` (the scorer's ``weights`` for GDPO); with
         ``kl_in_reward``, of the rewards less ``beta`` times the policy's KL from the reference
-        (:func:`grpo_seq.advantages.kl_penalised_rewards`; ``batch.rewards`` stays as sampled)."""
+        (:func:`grpo_seq.math.advantages.kl_penalised_rewards`; ``batch.rewards`` stays as sampled)."""
         cfg = self.config
         if not cfg.kl_in_reward:
             return compute_advantages(batch, cfg, weights)

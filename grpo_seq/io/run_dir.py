@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .errors import RunDirError
+from ..errors import RunDirError
 
 __all__ = ["RUN_FILES", "WRITTEN_BY_KIND", "LOCK_NAME", "RunLock", "foreign_run_error", "replace_run", "run_files",
            "written_by_run"]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["RewardModel", "is_reward_model_spec", "load_reward_model"]
 

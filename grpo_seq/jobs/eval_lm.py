@@ -7,7 +7,7 @@ The dataset and reward functions are given as to ``grpo-seq train-lm`` (TRL's fo
 paths, the working folder importable). Writes ``<output_dir>/eval.json`` (the mean total reward,
 each function's mean over the rows it scored, ``n``) and ``<output_dir>/completions.jsonl`` (each
 prompt, its completion and rewards). An evaluation owns its folder as a training run does
-(:mod:`grpo_seq.run_dir`): without ``--output_dir`` each evaluation gets a new one
+(:mod:`grpo_seq.io.run_dir`): without ``--output_dir`` each evaluation gets a new one
 (``runs/eval_lm__<unix time>``); a folder that holds an evaluation already is refused unless
 ``--overwrite`` (which replaces only ``eval.json`` and ``completions.jsonl``, once the new ones
 are written); the folder is locked while the evaluation runs. A task's program (a recipe)
@@ -28,14 +28,14 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 import torch
 
 from .budget import shrink
-from .errors import ConfigError, RunDirError, require, require_format
-from .generation.prompts import check_prompt_lengths
-from .heldout import HeldOutSet, best_constant_of, compare, score_greedy
-from .models import load_model_and_tokenizer
-from .prompt_data import prompt_rows, read_rows, row_place
-from .rewards import RewardScorer
-from .run_dir import RunLock
-from .serialization import atomic_write_text
+from ..errors import ConfigError, RunDirError, require, require_format
+from ..generation.prompts import check_prompt_lengths
+from ..scoring.heldout import HeldOutSet, best_constant_of, compare, score_greedy
+from ..io.models import load_model_and_tokenizer
+from ..io.prompt_data import prompt_rows, read_rows, row_place
+from ..scoring.rewards import RewardScorer
+from ..io.run_dir import RunLock
+from ..io.serialization import atomic_write_text
 
 __all__ = ["EvalLMConfig", "Report", "EVAL_FILES", "evaluate", "eval_folder", "score_greedy"]
 
@@ -134,7 +134,7 @@ def evaluate(cfg: EvalLMConfig, reward_funcs: Sequence[Callable | str] | None = 
 
 def _against_constant(cfg: EvalLMConfig, rows: Sequence[dict], scorer: RewardScorer, records: list[dict]) -> dict:
     """The metric's score with its interval, the best constant answer's, and the paired difference
-    (:mod:`grpo_seq.heldout`)."""
+    (:mod:`grpo_seq.scoring.heldout`)."""
     metric = cfg.metric or scorer.names[0]
     heldout = HeldOutSet(rows, scorer, metric, cfg.answer_format)
     scores = [float(r["rewards"][metric] or 0.0) for r in records]
@@ -150,7 +150,7 @@ def eval_folder(cfg: EvalLMConfig) -> Path:
     there) a new ``runs/<EVAL_NAME>__<unix time>`` (``_2``, ``_3``, ... when that one exists).
     A folder that holds an evaluation already is refused unless ``cfg.overwrite``; so is one that
     cannot be made or written."""
-    from .disk import check_output_dir
+    from ..io.disk import check_output_dir
 
     if not cfg.output_dir:
         base = Path("runs", f"{cfg.EVAL_NAME}__{int(time.time())}")
@@ -175,7 +175,7 @@ def _check_no_evaluation(out: Path, overwrite: bool) -> list[str]:
 
 @contextlib.contextmanager
 def _claimed(out: Path, overwrite: bool) -> Iterator[None]:
-    """Hold ``out``'s lock (:class:`grpo_seq.run_dir.RunLock`, as a training run does) while the
+    """Hold ``out``'s lock (:class:`grpo_seq.io.run_dir.RunLock`, as a training run does) while the
     evaluation generates and writes, checking again under it that no other evaluation wrote there
     meanwhile. A folder made here and left empty (the evaluation failed) is removed again."""
     made = not out.exists()

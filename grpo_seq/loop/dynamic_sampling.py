@@ -15,8 +15,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from .advantages import equal_reward_groups
-from .batch import _PER_OUTPUT, _PER_TOKEN, RolloutBatch, TextSamples
+from ..math.advantages import equal_reward_groups
+from ..math.batch import _PER_OUTPUT, _PER_TOKEN, RolloutBatch, TextSamples
 
 __all__ = ["informative_groups", "group_rows", "concat_groups", "fill_informative", "DYNAMIC_SAMPLING_METRICS"]
 

@@ -36,8 +36,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .batch import RolloutBatch
-from .errors import UsageError
+from ..math.batch import RolloutBatch
+from ..errors import UsageError
 
 __all__ = ["RewardFunctionError", "RewardScorer", "load_reward_fn", "reward_name", "check_call", "check_rows"]
 
@@ -81,7 +81,7 @@ def load_reward_fn(spec: str | Callable, registry: Mapping[str, Callable] | None
             path ``package.module:attr`` or ``package.module.attr`` (the module must be
             importable, e.g. on ``sys.path``; only the named module is imported, nothing is
             evaluated); or a reward model's folder or hub id ``org/name``
-            (:func:`grpo_seq.reward_model.load_reward_model`).
+            (:func:`grpo_seq.scoring.reward_model.load_reward_model`).
         registry: short name -> reward function, from the caller (a task package's table). The
             library keeps none of its own: without a registry only import paths resolve.
 
@@ -292,7 +292,7 @@ def check_rows(fns: Sequence[Callable], names: Sequence[str], rows: Any, source:
     (:func:`check_call`), and every row against the functions that can check one (a ``check_row``
     attribute: ``fn.check_row(row)`` raises ``ValueError`` for a row it could not score, e.g. a
     gold answer that is not a number). Errors name the function, and the file and line (or row)."""
-    from .prompt_data import row_place
+    from ..io.prompt_data import row_place
 
     if len(rows) == 0:
         return

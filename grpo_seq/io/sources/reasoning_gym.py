@@ -27,7 +27,7 @@ import difflib
 import json
 from typing import Any
 
-from ..errors import UsageError
+from ...errors import UsageError
 from ..rows import Rows
 
 __all__ = ["SCHEME", "DEFAULT_SEED", "DEFAULT_SIZE", "DEFAULT_SHOTS", "HELD_OUT_OFFSET", "ANSWER_INSTRUCTION",
@@ -194,7 +194,7 @@ def parse_options(text: str | dict | None, flag: str) -> dict[str, Any]:
 def reasoning_gym_rows(dataset: str, split: str = TRAIN_SPLIT, config: str | None = None) -> Rows:
     """The rows of ``--dataset reasoning_gym:TASK`` for split ``split`` (``train``, or any other:
     held out). ``config``: the JSON of the task's options, with reasoning-gym's ``seed`` and
-    ``size`` and this source's ``shots`` (:func:`grpo_seq.prompt_data.read_rows` comes here)."""
+    ``size`` and this source's ``shots`` (:func:`grpo_seq.io.prompt_data.read_rows` comes here)."""
     task = dataset[len(SCHEME):].strip()
     flag = f"--dataset {dataset}"
     if not task:

@@ -17,7 +17,7 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
-from .advantages import all_equal, equal_reward_groups
+from ..math.advantages import all_equal, equal_reward_groups
 
 __all__ = ["SignalWatch", "NO_SIGNAL_FIXES", "weight_norm", "weight_growth", "WEIGHT_RMS_FLOOR"]
 

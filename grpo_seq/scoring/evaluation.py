@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .errors import ConfigError
-from .policies.actor import make_actor
-from .sampling.env import make_vector_env
+from ..errors import ConfigError
+from ..policies.actor import make_actor
+from ..sampling.env import make_vector_env
 
 __all__ = ["PolicyEvaluator", "eval_stream_seed"]
 
