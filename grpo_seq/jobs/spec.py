@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -122,7 +123,7 @@ def _coerce(name: str, hint: Any, value: Any, source: str) -> Any:
                 return converted
     if not any(t in _SCALARS or typing.get_origin(t) is list for t in options):
         return value  # a type this check does not know: the dataclass checks it
-    raise ConfigError(f"{source}: option {name!r} takes {_type_name(hint)}, got {value!r}")
+    raise ConfigError(f"{source}: option {name!r} takes {_type_name(hint)}, got {excerpt(value)}")
 
 
 def _type_name(hint: Any) -> str:
@@ -149,27 +150,96 @@ def _scalar(t: Any, value: Any) -> tuple[bool, Any]:
     return True, value
 
 
+# A spec file is a few kilobytes of options: these bounds refuse a file that would take the
+# loader's memory or time instead (a "billion laughs" of nested YAML aliases is a few hundred bytes).
+MAX_SPEC_BYTES = 1 << 20
+MAX_SPEC_NODES = 100_000  # values after aliases are expanded
+MAX_EXCERPT = 80  # characters of a value an error message shows
+
+
+def excerpt(value: Any) -> str:
+    """``repr(value)`` cut to :data:`MAX_EXCERPT` characters, for an error message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for repr (Python's digit limit)
+        text = f"<an integer of more than {sys.get_int_max_str_digits()} digits>"
+    return text if len(text) <= MAX_EXCERPT else text[:MAX_EXCERPT - 3] + "..."
+
+
 def read_mapping(path: str | Path, source: str | None = None) -> dict[str, Any]:
     """The mapping a YAML or JSON file holds (JSON is YAML). Raises :class:`ConfigError` naming
-    the file for an unreadable file, invalid YAML, a key given twice (with its lines) or a
-    document that is not a mapping; an empty file is ``{}``."""
+    the file for an unreadable file, one over :data:`MAX_SPEC_BYTES` or not UTF-8, invalid YAML,
+    aliases expanding past :data:`MAX_SPEC_NODES` values, nesting too deep to read, a key given
+    twice (with its lines), a key that is not a string, or a document that is not a mapping; an
+    empty file is ``{}``."""
     import yaml
 
     path = Path(path).expanduser()
     where = source or str(path)
     try:
-        data = yaml.load(path.read_text(), Loader=_unique_key_loader())
+        with path.open("rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except OSError as e:
         raise ConfigError(f"{where}: cannot read it ({e.strerror or e})") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise ConfigError(f"{where}: over {MAX_SPEC_BYTES >> 20} MiB; a spec file holds options, not data")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {e.start})") from None
+    try:
+        data = _load_bounded(text, yaml)
     except _DuplicateKey as e:
         raise ConfigError(f"{where}: {e}; keep one of them") from None
+    except _TooLarge as e:
+        raise ConfigError(f"{where}: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: values nested too deeply to read") from None
+    except ValueError as e:  # a constructor's refusal, such as an integer past Python's digit limit
+        raise ConfigError(f"{where}: a value cannot be read ({excerpt(str(e))[1:-1]})") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML ({e})") from None
+        raise ConfigError(f"{where}: not valid YAML ({excerpt(str(e))[1:-1]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of option: value, got a {type(data).__name__}")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise ConfigError(f"{where}: option names are strings; got {excerpt(odd[0])}")
     return data
+
+
+def _load_bounded(text: str, yaml: Any) -> Any:
+    """One YAML document, refused before it is built when its aliases expand past
+    :data:`MAX_SPEC_NODES` values."""
+    loader = _unique_key_loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_SPEC_NODES:
+            raise _TooLarge(f"its aliases expand to more than {MAX_SPEC_NODES:,} values; a spec file holds options")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: Any, seen: dict[int, int]) -> int:
+    """The values ``node`` stands for once every alias is expanded (each shared node counted once
+    per use, its own size computed once)."""
+    if id(node) in seen:
+        return seen[id(node)]
+    seen[id(node)] = 1  # a node that contains itself counts once
+    children = node.value if isinstance(node.value, list) else []
+    total = 1
+    for child in children:
+        for part in (child if isinstance(child, tuple) else (child,)):
+            total += _expanded_size(part, seen)
+            if total > MAX_SPEC_NODES:
+                break
+    seen[id(node)] = total
+    return total
 
 
 def load_spec(path: str | Path, cls: type | None = None) -> Any:
@@ -192,6 +262,10 @@ def save_spec(spec: Any, path: str | Path) -> Path:
 
 
 class _DuplicateKey(Exception):
+    pass
+
+
+class _TooLarge(Exception):
     pass
 
 

@@ -90,6 +90,39 @@ def test_a_bad_spec_file_names_the_file(tmp_path, text, message):
     assert str(path) in str(e.value) and message in str(e.value)
 
 
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("data, message", [
+    (LAUGHS.encode(), "its aliases expand to more than 100,000 values"),  # 10^9 values from 700 bytes
+    (b"seed: " + b"[" * 50_000 + b"]" * 50_000, "values nested too deeply to read"),
+    (b"seed: " + b"9" * 5000, "a value cannot be read (Exceeds the limit"),
+    (b"1: 2\nseed: 3\n", "option names are strings; got 1"),
+    (b"seed: 3\nname: caf\xe9\n", "not UTF-8 text (byte 17)"),
+    (b"#" * (1 << 20) + b"#", "over 1 MiB"),
+])
+def test_a_hostile_spec_file_is_refused_before_it_takes_memory_or_time(tmp_path, data, message):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as e:
+        load_spec(path)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
+    assert len(str(e.value)) < 300  # one short line, not the value expanded
+
+
+def test_a_wrong_value_in_an_error_is_cut_to_an_excerpt():
+    with pytest.raises(ConfigError) as e:
+        spec_from_dict({"kind": "env", "seed": ["x" * 1000]}, source="s.yaml")
+    assert "got ['xxx" in str(e.value) and str(e.value).endswith("...") and len(str(e.value)) < 200
+
+
+def test_aliases_within_the_bound_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("kind: env\nseed: &s 3\ntotal_env_steps: 1000\neval_every: *s\n")
+    assert load_spec(path).eval_every == 3
+
+
 def test_a_number_yaml_reads_as_text_is_still_a_number(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text("kind: env\nlearning_rate: 1e-3\n")  # YAML 1.1, as PyYAML reads it: the string '1e-3'
