@@ -33,6 +33,7 @@ from pathlib import Path
 from ..errors import RunDirError
 
 __all__ = ["RUN_FILES", "WRITTEN_BY_KIND", "LOCK_NAME", "RunLock", "foreign_run_error", "replace_run", "run_files",
+           "enclosing_run", "check_not_nested",
            "written_by_run"]
 
 logger = logging.getLogger(__name__)
@@ -162,6 +163,25 @@ class RunLock:
             if holder and holder.get("pid") == os.getpid():
                 self.path.unlink(missing_ok=True)
             self.held = False
+
+
+def enclosing_run(folder: str | os.PathLike) -> Path | None:
+    """The nearest folder above ``folder`` that holds a run (its config.json and metrics.jsonl),
+    or None."""
+    path = Path(folder).expanduser().absolute()
+    for parent in path.parents:
+        if (parent / "config.json").is_file() and (parent / "metrics.jsonl").is_file():
+            return parent
+    return None
+
+
+def check_not_nested(folder: str | os.PathLike, option: str = "--output_dir") -> None:
+    """Refuse a run folder inside another run's: replacing or deleting the outer run (--overwrite)
+    would delete this one with it, and its files would mix with the outer run's."""
+    outer = enclosing_run(folder)
+    if outer is not None:
+        raise RunDirError(f"{option} {folder}: inside the run folder {outer} (it holds config.json and metrics.jsonl); "
+                          "give a folder outside any run, such as a sibling of it")
 
 
 def foreign_run_error(folder: str | os.PathLike, found: list[str]) -> RunDirError:

@@ -11,14 +11,17 @@ __all__ = ["resolve_run_dir"]
 def resolve_run_dir(spec: Any, fresh: str) -> str:
     """The run's folder: ``spec.output_dir``; else, resuming, the folder of the run
     ``spec.resume_from`` names; else ``fresh``. A ``resume_from`` that does not exist, and a
-    folder that cannot be made or written (a file, a read-only folder), are refused here, before
-    anything is created."""
+    folder that cannot be made or written (a file, a read-only folder) or that lies inside another
+    run's folder, are refused here, before anything is created."""
     from ..io.checkpoint import CheckpointError, run_dir_for
     from ..io.disk import check_output_dir
+    from ..io.run_dir import check_not_nested
 
     if spec.resume_from and not Path(spec.resume_from).expanduser().exists():
         raise CheckpointError(f"--resume_from {spec.resume_from}: no such checkpoint or run folder (nothing was "
                               "created); give the run folder of an earlier run, or one of its checkpoints/step_*")
     folder = spec.output_dir or (str(run_dir_for(spec.resume_from)) if spec.resume_from else fresh)
-    check_output_dir(folder, "--output_dir" if spec.output_dir or not spec.resume_from else "--resume_from")
+    option = "--output_dir" if spec.output_dir or not spec.resume_from else "--resume_from"
+    check_output_dir(folder, option)
+    check_not_nested(folder, option)
     return folder

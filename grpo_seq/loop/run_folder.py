@@ -11,7 +11,7 @@ from accelerate import Accelerator
 from ..io import checkpoint as ckpt
 from ..io.launch_record import launch_record
 from ..io.metrics import JsonlLogger
-from ..io.run_dir import RunLock, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
+from ..io.run_dir import RunLock, check_not_nested, foreign_run_error, replace_run, run_files, stopped_before_checkpoint
 from ..io.serialization import atomic_write_text
 from ..io.tracking import tracker_config
 
@@ -36,6 +36,7 @@ class RunFolder:
         self.lock: RunLock | None = None
         self._foreign_run: list[str] = []
         if self.path is not None and accelerator.is_main_process:
+            check_not_nested(self.path)
             self.lock = RunLock(self.path).acquire()
             resuming = resume_folder is not None and ckpt.run_dir_of(resume_folder).resolve() == self.path.resolve()
             found = run_files(self.path)

@@ -32,6 +32,15 @@ def test_a_folder_holding_another_run_is_refused_and_kept(run_main, cartpole, ru
     assert tree_hashes(run_copy) == before
 
 
+def test_a_run_inside_another_runs_folder_is_refused(run_main, cartpole, run_copy):
+    before = sorted(p.name for p in run_copy.iterdir())
+    res = run_main(cartpole, [*TINY, "--output_dir", str(run_copy / "checkpoints" / "inner")])
+    assert res.code == 2, res
+    line = one_error_line(res.err)
+    assert f"inside the run folder {run_copy}" in line, line
+    assert sorted(p.name for p in run_copy.iterdir()) == before and not (run_copy / "checkpoints" / "inner").exists()
+
+
 def test_overwrite_says_what_it_replaces(run_main, cartpole, run_copy):
     res = run_main(cartpole, [*TINY, "--seed", "1", "--overwrite", "--output_dir", str(run_copy)])
     assert res.code == 0, res
