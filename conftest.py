@@ -20,12 +20,15 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+import forkrun  # noqa: E402  (tests/forkrun.py)
 from sybil import Sybil
 from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
@@ -44,6 +47,7 @@ if not os.path.isdir(MODEL_CACHE):
 ENV = {**os.environ, "GRPO_SEQ_QUICK": "1", "GRPO_SEQ_CACHE": MODEL_CACHE, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 FILE_BLOCK = re.compile(r"#\s*([\w./-]+\.py)\s*")
+SHELL_ONLY = re.compile(r"[|;<>$`*]|\|\|")  # a line the shell must run as a whole
 
 
 def _setup(namespace: dict) -> None:
@@ -78,11 +82,49 @@ def _python(example) -> str | None:
     return PythonEvaluator()(example)
 
 
+def _commands(block: str) -> list[str]:
+    """The block's commands, one per logical line and ``&&``, comments and continuations removed."""
+    lines, out = block.replace("\\\n", " ").splitlines(), []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if SHELL_ONLY.search(line.split(" #")[0]):
+            out.append(line)  # pipes, redirections, variables: the shell runs the whole line
+            continue
+        segment: list[str] = []
+        for w in [*words, "&&"]:
+            if w == "&&":
+                out.append(shlex.join(segment))
+                segment = []
+            else:
+                segment.append(w)
+    return [c for c in out if c]
+
+
 def _bash(example) -> str | None:
-    res = subprocess.run(["bash", "-euo", "pipefail", "-c", example.parsed], cwd=example.namespace["__work__"],
-                         env=ENV, capture_output=True, text=True, timeout=900)
-    if res.returncode != 0:
-        return f"exit status {res.returncode}\n--- stdout\n{res.stdout[-3000:]}\n--- stderr\n{res.stderr[-5000:]}"
+    """Each command of the block in turn, as ``bash -e`` would run them: ``cd`` moves the rest,
+    Python programs (grpo-seq, recipes, benchmarks) run forked from a warm process
+    (tests/forkrun.py: the same process, exit status and output, without the imports), anything
+    else in bash."""
+    cwd = Path(example.namespace["__work__"])
+    for command in _commands(example.parsed):
+        words = shlex.split(command) if not SHELL_ONLY.search(command) else []
+        env = dict(ENV)
+        while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        if words[:1] == ["cd"] and len(words) == 2:
+            cwd = (cwd / words[1]).resolve()
+            continue
+        if words and forkrun.forkable(words):
+            res = forkrun.run(words, cwd=cwd, env=env, timeout=900)
+        else:
+            res = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=cwd, env=env, capture_output=True,
+                                 text=True, timeout=900)
+        if res.returncode != 0:
+            return (f"{command}\nexit status {res.returncode}\n--- stdout\n{res.stdout[-3000:]}\n--- stderr\n"
+                    f"{res.stderr[-5000:]}")
     return None
 
 

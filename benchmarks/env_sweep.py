@@ -52,18 +52,18 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     trainer = GRPOTrainer(args, policy, sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed))
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
-    while trainer.env_steps < min(cap, args.total_env_steps):
-        trainer.step(progress=trainer.env_steps / args.total_env_steps)
-        if trainer.env_steps < next_eval:
+    while trainer.tokens_sampled < min(cap, args.total_env_steps):
+        trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)
+        if trainer.tokens_sampled < next_eval:
             continue
-        next_eval = (trainer.env_steps // eval_every + 1) * eval_every
+        next_eval = (trainer.tokens_sampled // eval_every + 1) * eval_every
         ret = float(evaluate(trainer.policy).mean())
         if solved is not None:
             later.append(ret)
             if len(later) >= after:
                 break
         elif ret >= args.solved_return:
-            solved = {"env_steps": trainer.env_steps, "seconds": time.perf_counter() - start}
+            solved = {"env_steps": trainer.tokens_sampled, "seconds": time.perf_counter() - start}
     return {"seed": seed, "solved_env_steps": solved and solved["env_steps"],
             "solved_seconds": solved and solved["seconds"], "later_evals": later, "threshold": args.solved_return}
 

@@ -61,12 +61,12 @@ def recipe_run(seed: int, eval_every: int, cap: int, accelerator: Accelerator) -
     trainer = GRPOTrainer(args, make_policy(args, sampler), sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, 10, seed=eval_stream_seed(seed))
     start, next_eval = time.perf_counter(), eval_every
-    while trainer.env_steps < cap:
-        trainer.step(progress=trainer.env_steps / args.total_env_steps)
-        if trainer.env_steps >= next_eval:
-            next_eval = (trainer.env_steps // eval_every + 1) * eval_every
+    while trainer.tokens_sampled < cap:
+        trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)
+        if trainer.tokens_sampled >= next_eval:
+            next_eval = (trainer.tokens_sampled // eval_every + 1) * eval_every
             if float(evaluate(trainer.policy).mean()) >= SOLVED:
-                return {"solved_env_steps": trainer.env_steps, "solved_seconds": time.perf_counter() - start}
+                return {"solved_env_steps": trainer.tokens_sampled, "solved_seconds": time.perf_counter() - start}
     return {"solved_env_steps": None, "solved_seconds": None}
 
 

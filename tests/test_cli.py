@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from text_env import TextEnvConfig  # noqa: E402
 
 from grpo_seq.cli import parse_config  # noqa: E402
 from grpo_seq.jobs.env_spec import EnvJob  # noqa: E402
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 
 def _env() -> dict:
@@ -33,7 +33,7 @@ def test_shipped_yaml_holds_exactly_the_defaults(name, cls):
 
 
 def test_generated_files_are_up_to_date():
-    res = subprocess.run([sys.executable, str(ROOT / "recipes/configs/generate.py"), "--check"], env=_env(),
+    res = forkrun.run([sys.executable, str(ROOT / "recipes/configs/generate.py"), "--check"], env=_env(),
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr + res.stdout
 
@@ -44,7 +44,7 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
                 "output_dir": str(tmp_path / "run"), "total_env_steps": 800, "eval_every": 800, "seed": 4})
     f = tmp_path / "mine.yaml"
     f.write_text(yaml.safe_dump(cfg))
-    res = subprocess.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--config", str(f), "--seed", "7"],
+    res = forkrun.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--config", str(f), "--seed", "7"],
                          env=_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     written = json.loads((tmp_path / "run/config.json").read_text())

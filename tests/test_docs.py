@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,7 +17,7 @@ pytest.importorskip("mkdocstrings_handlers.python", reason="the docs extra: pip 
 
 
 def run(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    return forkrun.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[plot]'")
 
 from grpo_seq.io.plot import panels_for, plot_runs  # noqa: E402
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_panels_leave_out_counters_and_quantities_that_stayed_zero():
 
 def test_the_command_writes_a_png_with_one_panel_per_logged_quantity(tmp_path):
     cart = write_run(tmp_path / "cart", 12, 1.0, lm=False)
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(cart), "--smooth", "3"], capture_output=True,
+    res = forkrun.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(cart), "--smooth", "3"], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "7 panels (reward, evaluation return, KL to the reference" in res.stdout
@@ -69,6 +69,6 @@ def test_the_command_writes_a_png_with_one_panel_per_logged_quantity(tmp_path):
 
     with Image.open(png) as im:  # 3 columns x 3 rows of 5.2 x 3.6 inch panels at 100 dpi
         assert im.size == (1560, 1080)
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(tmp_path / "nothing")], capture_output=True,
+    res = forkrun.run([sys.executable, "-m", "grpo_seq.cli.commands", "plot", str(tmp_path / "nothing")], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 2 and "no metrics.jsonl" in res.stderr

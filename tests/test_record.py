@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from PIL import Image  # noqa: E402
 from grpo_seq import CategoricalMLPPolicy  # noqa: E402
 from grpo_seq.scoring.evaluation import PolicyEvaluator  # noqa: E402
 from grpo_seq.io.record import record_episode  # noqa: E402
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_gif_has_one_frame_per_step_of_the_episode(tmp_path):
 
 
 def test_recipe_record_flag_writes_the_trained_agent(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--total_env_steps", "1500",
+    res = forkrun.run([sys.executable, str(ROOT / "recipes/cartpole.py"), "--total_env_steps", "1500",
                           "--eval_every", "1500", "--record", "--output_dir", str(tmp_path)], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -3,11 +3,11 @@
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path):
     total, every = 3000, 1000
     out = tmp_path / "b.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/cartpole_vs_sb3.py", "--seeds", "0", "--total_env_steps",
+    res = forkrun.run([sys.executable, "benchmarks/cartpole_vs_sb3.py", "--seeds", "0", "--total_env_steps",
                           str(total), "--eval_every", str(every), "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -67,7 +67,7 @@ def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
     out = tmp_path / "lm.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
     steps, prompts, G = 3, 2, 2
-    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
+    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
                           str(ROOT / "tests/data/arith.jsonl"), "--steps", str(steps), "--prompts_per_step", str(prompts),
                           "--num_generations", str(G), "--max_completion_length", "6", "--precisions", "fp32",
                           "--betas", "0.04", "--seeds", "0", "--out", str(out)],
@@ -102,7 +102,7 @@ def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path):
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "replay.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/lm_replay_vs_trl.py", "--model", str(model), "--data",
+    res = forkrun.run([sys.executable, "benchmarks/lm_replay_vs_trl.py", "--model", str(model), "--data",
                           str(ROOT / "tests/data/arith.jsonl"), "--steps", "3", "--prompts_per_step", "2",
                           "--num_generations", "3", "--max_completion_length", "8",
                           "--reward_fns", "tiny_lm:length_reward", "--out", str(out)],
@@ -123,7 +123,7 @@ def test_env_sweep_summaries_match_their_runs(tmp_path):
     # Two configs, two seeds, a tiny budget: whatever is solved, each summary must be its rows'.
     out = tmp_path / "sweep.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/env_sweep.py", "--seeds", "0", "1", "--cap", "3000",
+    res = forkrun.run([sys.executable, "benchmarks/env_sweep.py", "--seeds", "0", "1", "--cap", "3000",
                           "--after", "1", "--configs", "{}", '{"num_generations": 4}', "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -151,7 +151,7 @@ def test_env_sweep_record_holds_one_question_per_id_in_page_order(tmp_path):
     rec = tmp_path / "record.json"
 
     def sweep(*args):
-        return subprocess.run([sys.executable, "benchmarks/env_sweep.py", *map(str, args)], cwd=ROOT, env=env,
+        return forkrun.run([sys.executable, "benchmarks/env_sweep.py", *map(str, args)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
 
     for qid, src, words in [("q1", scratch[0], "first"), ("q2", scratch[1], "second"), ("q1", scratch[1], "again")]:
@@ -178,7 +178,7 @@ def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
         pytest.skip("the soak reads VmRSS from /proc (Linux)")
     out = tmp_path / "soak.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/soak.py", "--runs", "cartpole", "--minutes", "0.2", "--interval",
+    res = forkrun.run([sys.executable, "benchmarks/soak.py", "--runs", "cartpole", "--minutes", "0.2", "--interval",
                           "0.25", "--workdir", str(tmp_path / "work"), "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -207,7 +207,7 @@ def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_pa
     a = _lm_result(tmp_path / "a.json", [0], {"grpo-seq": [[0.0, 1.0]], "trl": [[0.5, 0.5]]})
     b = _lm_result(tmp_path / "b.json", [1, 2], {"grpo-seq": [[0.0, 0.5], [0.3, 0.0]], "trl": [[0.0, 0.0], [0.1, 0.4]]})
     out = tmp_path / "ab.json"
-    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(b), "--out", str(out)],
+    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(b), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     d = json.loads(out.read_text())
@@ -226,7 +226,7 @@ def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_pa
     assert (paired["grpo-seq_ahead"], paired["trl_ahead"], paired["level"]) == (2, 1, 0)
 
     other = _lm_result(tmp_path / "c.json", [3], {"grpo-seq": [[0.0, 0.0]], "trl": [[0.0, 0.0]]}, temperature=1.0)
-    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(other), "--out", str(out)],
+    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--combine", str(a), str(other), "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "c.json was run with other settings" in res.stderr and "temperature" in res.stderr
 
@@ -240,7 +240,7 @@ def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "lm.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
+    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
                           str(ROOT / "tests/data/arith.jsonl"), "--steps", "2", "--prompts_per_step", "2",
                           "--num_generations", "2", "--max_completion_length", "6", "--precisions", "fp32",
                           "--betas", "0", "--systems", "grpo-seq", "grpo-seq-no-skip", "--out", str(out)],
@@ -264,7 +264,7 @@ def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path)
         (data / f"{split}.jsonl").write_text((ROOT / "tests/data/arith.jsonl").read_text())
     out = tmp_path / "results" / "text_env_before_after" / "result.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/text_env_before_after.py", "--model", str(model), "--steps", "2",
+    res = forkrun.run([sys.executable, "benchmarks/text_env_before_after.py", "--model", str(model), "--steps", "2",
                           "--minutes", "0", "--eval_n", "3", "--gsm8k_eval_n", "3", "--eval_batch", "2", "--G", "2",
                           "--groups", "1", "--jobs", "2",  # conditions in processes of their own, rows in order
                           "--gsm8k_tokens", "8", "--gsm8k_dir", str(data), "--scratch", str(tmp_path / "scratch"),
@@ -345,7 +345,7 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
     out.write_text(json.dumps(kept))
     before = out.read_text()
     # a seed the record has for the env: exit 2, one error line naming it, the record untouched
-    res = subprocess.run([sys.executable, "benchmarks/control_vs_sb3.py", "--envs", "CartPole-v1", "--seeds", "1", "2",
+    res = forkrun.run([sys.executable, "benchmarks/control_vs_sb3.py", "--envs", "CartPole-v1", "--seeds", "1", "2",
                           "--extend", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stderr
     assert "error: --extend:" in res.stderr and "'CartPole-v1': [1]" in res.stderr
@@ -364,7 +364,7 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
 def test_minibatch_cost_times_both_scorings_of_the_same_updates(tmp_path):
     out = tmp_path / "m.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = subprocess.run([sys.executable, "benchmarks/minibatch_cost.py", "--steps", "2", "--out", str(out)],
+    res = forkrun.run([sys.executable, "benchmarks/minibatch_cost.py", "--steps", "2", "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     d = json.loads(out.read_text())

@@ -13,6 +13,7 @@ import pytest
 
 from grpo_seq.io.disk import disk_use
 from tiny_lm import save_tiny_lm
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 REWARDS = '''
@@ -28,7 +29,7 @@ def matches(completions, answer, **kwargs):
 def grpo_seq(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``grpo-seq ARGS`` run in ``cwd``, as a user runs it: grpo_seq importable, the reward module only from cwd."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    return subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", *args], cwd=cwd, env=env, capture_output=True,
+    return forkrun.run([sys.executable, "-m", "grpo_seq.cli.commands", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 
 

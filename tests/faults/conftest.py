@@ -19,6 +19,21 @@ for extra in (ROOT / "tests", ROOT / "recipes", ROOT):
 from faultkit import TINY, Result  # noqa: E402
 
 
+def recipe(name: str):
+    """The recipe module ``recipes/<name>.py``, by its path: importing ``reasoning_gym`` elsewhere in
+    this process runs recipes/reasoning_gym.py, which takes recipes/ off sys.path (it has the
+    package's name)."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def run_main(capsys, monkeypatch) -> Callable[..., Result]:
     """``run_main(fn, argv, script=...)``: call an entry point with ``argv`` as its command line
@@ -41,16 +56,12 @@ def run_main(capsys, monkeypatch) -> Callable[..., Result]:
 
 @pytest.fixture
 def cartpole():
-    import cartpole
-
-    return cartpole.train_env
+    return recipe("cartpole").train_env
 
 
 @pytest.fixture
 def gsm8k():
-    import gsm8k_tiny
-
-    return gsm8k_tiny.cli
+    return recipe("gsm8k_tiny").cli
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +74,7 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory) -> Path:
     """A finished CartPole run (seed 0) with two checkpoints, made once; tests copy it."""
-    import cartpole
-
+    cartpole = recipe("cartpole")
     run_dir = tmp_path_factory.mktemp("finished") / "run"
     os.environ["TQDM_DISABLE"] = "1"
     argv = [*TINY, "--seed", "0", "--save_steps", "2", "--output_dir", str(run_dir)]

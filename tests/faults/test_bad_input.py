@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, GRPO
 from grpo_seq import RewardScorer, RolloutBatch
 from grpo_seq.io.prompt_data import chat_prompts
 from tiny_lm import make_tiny_lm
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
     (["--num_generations", "1"], "GRPOConfig.num_generations: a group needs at least 2 outputs"),
 ])
 def test_a_flag_the_config_refuses_is_one_error_line_not_a_traceback(flags, message):
-    res = subprocess.run([sys.executable, str(ROOT / "recipes/cartpole.py"), *flags], capture_output=True, text=True,
+    res = forkrun.run([sys.executable, str(ROOT / "recipes/cartpole.py"), *flags], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert res.returncode == 2
     assert message in res.stderr and "Traceback" not in res.stderr, res.stderr

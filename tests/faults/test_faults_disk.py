@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from safetensors import SafetensorError
 
 import grpo_seq.io.serialization as ser
 from grpo_seq.io.checkpoint import checkpoint_dir, list_checkpoints, verify_checkpoint
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the writers raise when the disk fills (torch 2.x's zip writer; safetensors' Rust writer).
@@ -115,7 +115,7 @@ def test_a_file_over_the_size_limit_names_the_file_and_the_limit(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run([sys.executable, str(ROOT / "recipes" / "cartpole.py"), *TINY, "--save_steps", "2",
+    out = forkrun.run([sys.executable, str(ROOT / "recipes" / "cartpole.py"), *TINY, "--save_steps", "2",
                           "--output_dir", str(run_dir)], capture_output=True, text=True, env=env, cwd=tmp_path,
                          preexec_fn=limited, timeout=300)
     assert out.returncode == 1, out.stderr

@@ -17,6 +17,7 @@ import torch
 from faultkit import TINY, one_error_line, tree_hashes
 
 from grpo_seq.io.checkpoint import list_checkpoints, verify_checkpoint
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,7 +192,7 @@ def test_an_unknown_or_continuous_env_is_one_line(run_main, cartpole, tmp_path, 
 
 def test_the_script_itself_prints_one_line_for_a_continuous_env(tmp_path):
     # The same through the interpreter, as a user runs it: one stderr line, status 2.
-    res = subprocess.run([sys.executable, "recipes/cartpole.py", "--env_id", "Pendulum-v1"], cwd=ROOT,
+    res = forkrun.run([sys.executable, "recipes/cartpole.py", "--env_id", "Pendulum-v1"], cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith("error: Pendulum-v1: actions must be Discrete")

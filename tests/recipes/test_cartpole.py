@@ -2,9 +2,9 @@
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(args, **kw):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
+    return forkrun.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, **kw)
 
 
 def test_cartpole_help_lists_every_option():

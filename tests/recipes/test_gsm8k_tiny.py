@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from reward_fns import has_answer_line
 from tiny_lm import save_tiny_lm
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "arith.jsonl"  # six hand-written problems in GSM8K's format
@@ -31,7 +31,7 @@ def broken(completions, **kwargs):
 def run(args, extra_path: Path | None = None):
     path = os.pathsep.join(str(p) for p in (ROOT, extra_path) if p)
     env = {**os.environ, "PYTHONPATH": path, "TQDM_DISABLE": "1"}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return forkrun.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from grpo_seq.scoring.rewards import RewardScorer  # noqa: E402
 from grpo_seq.io.sources.reasoning_gym import HELD_OUT_OFFSET, task_items, task_rows  # noqa: E402
 from reward_fns.reasoning_gym import score, task_score  # noqa: E402
 from tiny_lm import make_tokenizer, save_tiny_lm  # noqa: E402
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 ROOT = Path(__file__).resolve().parents[2]
 EASY = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}  # few distinct questions: repeats likely
@@ -109,7 +110,7 @@ def test_bad_tasks_and_options_are_one_line_naming_them():
 
 def run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "GRPO_SEQ_QUICK": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return forkrun.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

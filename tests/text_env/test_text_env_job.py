@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from grpo_seq.cli.commands import main
 from grpo_seq.cli.programs import train_text_env
 from grpo_seq.errors import ConfigError
 from grpo_seq.jobs import TextEnvJob, load_spec
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -80,7 +80,7 @@ def test_the_spec_refuses_reward_functions():
 def test_the_recipe_trains_an_env_from_the_users_own_module(tiny_model, tmp_path):
     # run from the folder holding guess_env.py, as a user runs it beside their module
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    out = subprocess.run([sys.executable, str(ROOT / "recipes" / "text_env.py"), "--model", tiny_model, "--env_id",
+    out = forkrun.run([sys.executable, str(ROOT / "recipes" / "text_env.py"), "--model", tiny_model, "--env_id",
                           "guess_env:GuessDigit-v0", "--max_steps", "1", "--system_prompt", "", "--eval_episodes", "2", "--output_dir",
                           str(tmp_path / "run")], cwd=HERE, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
