@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
@@ -39,6 +40,11 @@ __all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_mod
 FORMAT_NAME, FORMAT_VERSION = "grpo-seq GRPO", 1
 FORMAT = f"{FORMAT_NAME} {FORMAT_VERSION}"  # grpo.json's "format": what GRPO.save writes, the newest this reads
 MEMBERS = ("model.safetensors", "policy.json", "grpo.json")
+# The most a member may hold, uncompressed, before it is read: a policy's JSON is a few hundred
+# bytes and an SB3-sized MLP's weights a few megabytes; a file declaring more is refused before
+# anything is allocated (a zip member can expand a thousandfold).
+MAX_JSON_BYTES = 1 << 20
+MAX_WEIGHTS_BYTES = 4 << 30
 # what GRPO.load reads of grpo.json, and the type it needs (None: any)
 _META_KEYS = {"num_timesteps": int, "seed": None, "group_mode": None, "horizon": None, "max_episode_steps": None,
               "config": dict}
@@ -127,7 +133,13 @@ def _json_object(data: bytes) -> dict:
 
 
 def _member(path: Path, z: zipfile.ZipFile, name: str, parse: Callable[[bytes], Any]) -> Any:
-    """Member ``name`` of the zip ``z`` read and parsed; a damaged one is a :class:`SavedModelError`."""
+    """Member ``name`` of the zip ``z`` read and parsed; a damaged one, or one larger than its
+    limit (:data:`MAX_JSON_BYTES`, :data:`MAX_WEIGHTS_BYTES`), is a :class:`SavedModelError`."""
+    limit = MAX_WEIGHTS_BYTES if name.endswith(".safetensors") else MAX_JSON_BYTES
+    size = z.getinfo(name).file_size
+    if size > limit:
+        raise SavedModelError(f"GRPO.load: {path}: member {name} holds {size:,} bytes, over the {limit:,} a saved "
+                              "policy's may hold; not a file GRPO.save wrote, or damaged")
     try:
         data = z.read(name)
     except (zipfile.BadZipFile, zlib.error, EOFError) as e:
@@ -170,11 +182,18 @@ def build_policy(path: Any, tensors: dict[str, Tensor], policy_json: dict,
     name = policy_json["class"]
     own = {c.__name__: c for c in (GRPOPolicy, CategoricalMLPPolicy)}
     if name in own:
-        try:
-            policy = own[name](**policy_json["kwargs"])
-        except (TypeError, ValueError) as e:
+        try:  # first without memory (the meta device): the sizes policy.json declares must be the weights'
+            with torch.device("meta"):
+                shapes = own[name](**policy_json["kwargs"])
+        except (TypeError, ValueError, RuntimeError) as e:
             raise SavedModelError(f"GRPO.load: {path}: policy.json's kwargs do not make a {name} ({_one_line(e)})") \
                 from None
+        misfits = _misfits(shapes, tensors)
+        if misfits:
+            raise SavedModelError(f"GRPO.load: {path}: the weights in model.safetensors do not fit the {name} "
+                                  f"policy.json describes: {misfits}; the members come from different saves, or "
+                                  "were changed")
+        policy = own[name](**policy_json["kwargs"])
     elif policy_class is not None:
         policy = policy_class(**policy_json["kwargs"])
     else:

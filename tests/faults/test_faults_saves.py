@@ -148,6 +148,15 @@ CASES = {
                                  "describes: net.0.weight is [8, 4], the policy's [16, 4]"),
     "policy.json kwargs another policy's": (lambda s, t: rezip(s, t, edit_json("policy.json", kwargs={"width": 3})),
                                             "{f}: policy.json's kwargs do not make a CategoricalMLPPolicy"),
+    # sizes of 160 GB declared in a file of a few kilobytes: refused before anything is allocated
+    "a huge network declared": (lambda s, t: rezip(s, t, edit_json("policy.json", kwargs={"hidden_sizes": [200000, 200000]})),
+                                "{f}: the weights in model.safetensors do not fit the CategoricalMLPPolicy policy.json "
+                                "describes: net.4.weight missing"),
+    "a negative width declared": (lambda s, t: rezip(s, t, edit_json("policy.json", kwargs={"hidden_sizes": [-5]})),
+                                  "{f}: policy.json's kwargs do not make a CategoricalMLPPolicy (Trying to create tensor "
+                                  "with negative dimension"),
+    "a member over its size limit": (lambda s, t: rezip(s, t, lambda n, d: d + b" " * (1 << 20) if n == "grpo.json" else d),
+                                     "{f}: member grpo.json holds 1,049,"),
 }
 
 
