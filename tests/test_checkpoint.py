@@ -113,7 +113,7 @@ class Payload:
 
 
 def test_an_optimizer_file_holding_objects_is_refused(tmp_path):
-    t = cartpole_trainer(tmp_path)
+    t = cartpole_trainer(tmp_path / "a")
     t.step()
     folder = t.save_checkpoint()
     torch.save({"state": {}, "param_groups": [], "extra": Payload()}, folder / "optimizer.pt")

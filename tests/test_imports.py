@@ -51,7 +51,7 @@ def test_the_library_holds_no_task_knowledge():
         if not path.is_file() or "__pycache__" in path.parts:
             continue
         text = path.read_text(errors="ignore")
-        if path.relative_to(package) == Path("models.py"):  # the table is model resolution, not task knowledge
+        if path.relative_to(package) == Path("io", "models.py"):  # the table is model resolution, not task knowledge
             start = text.index("OFFLINE_WHEELS: dict")
             text = text[:start] + text[text.index("\n}\n", start):]
         found += [f"{path.relative_to(package)}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)

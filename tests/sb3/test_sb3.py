@@ -361,3 +361,23 @@ def test_an_env_that_cannot_be_copied_trains_in_place_and_only_alternatives_refu
     assert model.num_timesteps == 200 and model._trainer.sampler.env_list == [env]
     with pytest.raises(UsageError, match="alternatives.*CartPoleEnv.*deep-copyable"):
         GRPO("MlpPolicy", Locked(), group_mode="alternatives", max_episode_steps=50)
+
+
+def test_the_logger_records_frames_per_second_and_timesteps():
+    from stable_baselines3.common.logger import Logger
+
+    class InMemory(Logger):  # keeps the values of the last dump (SB3's own test does the same)
+        def __init__(self):
+            super().__init__("", [])
+            self.dumped: dict = {}
+
+        def dump(self, step: int = 0) -> None:
+            self.dumped = dict(self.name_to_value)
+            super().dump(step)
+
+    logger = InMemory()
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, n_steps=64)
+    model.set_logger(logger)
+    model.learn(200, log_interval=1)
+    assert logger.dumped["time/total_timesteps"] == model.num_timesteps >= 200
+    assert 0 < logger.dumped["time/fps"] < float("inf")  # a rate, not a speed limit: no wall-clock bound
