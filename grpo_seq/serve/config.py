@@ -33,10 +33,23 @@ class ServeConfig:
     max_env_steps: int = field(default=10_000_000, metadata={"help": "Largest total_timesteps (env steps) a job may ask for."})
     max_lm_steps: int = field(default=10_000, metadata={"help": "Largest max_steps a language-model job may ask for."})
     max_batch: int = field(default=4096, metadata={"help": "Most observations in one inference request."})
-    max_new_tokens: int = field(default=512, metadata={"help": "Most new tokens one language-model completion may ask for."})
+    max_new_tokens: int = field(default=512, metadata={
+        "help": "Most new tokens one language-model completion may ask for, and a job's max_completion_length."})
+    max_policy_params: int = field(default=10_000_000, metadata={
+        "help": "Most parameters of an env job's policy network (hidden_sizes with the env's observation and action "
+                "sizes): 10M float32 weights and Adam's two moments take about 120 MB."})
+    max_outputs_per_step: int = field(default=1024, metadata={
+        "help": "Most outputs a job samples a step, num_generations x num_groups (episodes or completions)."})
+    max_checkpoints: int = field(default=3, metadata={
+        "help": "Most checkpoints a job keeps (save_total_limit; 0, keep all, is refused)."})
+    min_save_steps: int = field(default=10, metadata={
+        "help": "Fewest steps between a job's checkpoints (save_steps; 0, none, is allowed)."})
+    max_eval_episodes: int = field(default=1000, metadata={"help": "Most episodes of one evaluation (eval_episodes)."})
 
     def __post_init__(self) -> None:
-        for name in ("max_jobs", "max_body_bytes", "max_env_steps", "max_lm_steps", "max_batch", "max_new_tokens"):
+        for name in ("max_jobs", "max_body_bytes", "max_env_steps", "max_lm_steps", "max_batch", "max_new_tokens",
+                     "max_policy_params", "max_outputs_per_step", "max_checkpoints", "min_save_steps",
+                     "max_eval_episodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}: must be >= 1, got {getattr(self, name)!r}")
         if not 0 <= self.port <= 65535:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -82,7 +83,51 @@ def train_spec(body: Mapping[str, Any], store: Store, cfg: ServeConfig) -> tuple
         spec = spec_from_dict(options, source="POST /train")
     except UsageError as e:
         raise RequestError(400, str(e)) from None
+    check_resources(spec, cfg)
     return spec, name
+
+
+def check_resources(spec: Any, cfg: ServeConfig) -> None:
+    """The bounds the machine's owner set (:class:`ServeConfig`), on the spec as it will run (its
+    defaults filled in): outputs a step, the policy's size, completion length, checkpoints,
+    threads and evaluation episodes. A job over one is refused before it starts (400)."""
+    outputs = spec.num_generations * spec.num_groups
+    if outputs > cfg.max_outputs_per_step:
+        raise RequestError(400, f"num_generations x num_groups: at most {cfg.max_outputs_per_step:,} outputs a step on "
+                           f"this service (--max_outputs_per_step), got {spec.num_generations} x {spec.num_groups}")
+    if not spec.save_total_limit or spec.save_total_limit > cfg.max_checkpoints:
+        raise RequestError(400, f"save_total_limit: 1 to {cfg.max_checkpoints} checkpoints kept on this service "
+                           f"(--max_checkpoints), got {spec.save_total_limit}")
+    if 0 < spec.save_steps < cfg.min_save_steps:
+        raise RequestError(400, f"save_steps: 0 (no checkpoints) or at least {cfg.min_save_steps} steps between them "
+                           f"on this service (--min_save_steps), got {spec.save_steps}")
+    cores = os.cpu_count() or 1
+    if spec.torch_threads > cores:
+        raise RequestError(400, f"torch_threads: at most this machine's {cores} cores, got {spec.torch_threads}")
+    if spec.KIND == "env":
+        _check_env_sizes(spec, cfg)
+    elif spec.max_completion_length > cfg.max_new_tokens:
+        raise RequestError(400, f"max_completion_length: at most {cfg.max_new_tokens} on this service (--max_new_tokens), "
+                           f"got {spec.max_completion_length}")
+
+
+def _check_env_sizes(spec: Any, cfg: ServeConfig) -> None:
+    """The policy network's parameters (an MLP from the env's flattened observation to its action
+    logits) and an evaluation's episodes."""
+    import gymnasium as gym
+
+    if spec.eval_episodes > cfg.max_eval_episodes:
+        raise RequestError(400, f"eval_episodes: at most {cfg.max_eval_episodes:,} on this service "
+                           f"(--max_eval_episodes), got {spec.eval_episodes:,}")
+    env = gym.make(spec.env_id)
+    try:
+        widths = [gym.spaces.flatdim(env.observation_space), *spec.hidden_sizes, gym.spaces.flatdim(env.action_space)]
+    finally:
+        env.close()
+    params = sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+    if params > cfg.max_policy_params:
+        raise RequestError(400, f"hidden_sizes {spec.hidden_sizes}: a policy of {params:,} parameters, over the "
+                           f"{cfg.max_policy_params:,} of this service (--max_policy_params)")
 
 
 def _check_budget(options: Mapping[str, Any], name: str, shown: str, most: int) -> None:
