@@ -50,6 +50,12 @@ def _run(argv: list[str]) -> None:
     from ..jobs.spec import read_mapping
     from .errors import cli_errors
 
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: grpo-seq run SPEC [options]\n\nRun the job a spec file describes (YAML or JSON; a run "
+              "folder's config.json is one)\nwith the training program of its kind (train-env, train-lm, "
+              "train-text-env);\nthe options that follow override the file's. grpo-seq run SPEC --help lists "
+              "them.")
+        return
     with cli_errors():
         if not argv or argv[0].startswith("-"):
             raise UsageError("grpo-seq run: give a job spec file first (YAML or JSON: a run folder's config.json is "

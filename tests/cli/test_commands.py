@@ -47,7 +47,8 @@ def test_the_script_entry_and_every_help(work):
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["grpo-seq"] == "grpo_seq.cli.commands:main" and "grpo-seq-plot" in scripts
     for command, option in [([], "train-lm"), (["train-lm"], "--reward_funcs"), (["eval", "lm"], "--reward_funcs"),
-                            (["eval", "env"], "--policy"), (["plot"], "--overwrite"), (["train-env"], "--env_id")]:
+                            (["eval", "env"], "--policy"), (["plot"], "--overwrite"), (["train-env"], "--env_id"),
+                            (["run"], "SPEC")]:
         res = grpo_seq([*command, "--help"], work)
         assert res.returncode == 0 and option in res.stdout, (command, res.stderr[-2000:])
 
