@@ -56,6 +56,12 @@ class Scripted(gym.Env):
                 return self.obs, math.nan, False, False, {}
             if self.bad == "obs":
                 return [1, 2], 0.0, False, False, {}
+            if self.bad == "text reward":
+                return self.obs, "1.0", False, False, {}
+            if self.bad == "no info":
+                return self.obs, 0.0, False, False, None
+            if self.bad == "messages":
+                return self.obs, 0.0, False, False, {"messages": "the tool said 3"}
         reward = self.rewards[self.turn - 1] if self.turn <= len(self.rewards) else 0.0
         return self.obs, reward, self.turn >= len(self.rewards), False, {}
 

@@ -149,6 +149,9 @@ def test_max_total_tokens_truncates_the_conversation():
     ("raise", "guess_env:Scripted-v0 raised RuntimeError at turn 2"),
     ("nan", "guess_env:Scripted-v0 returned the reward nan at turn 2"),
     ("obs", "guess_env:Scripted-v0 returned an observation of type list ([1, 2]) at turn 2"),
+    ("text reward", "guess_env:Scripted-v0 returned the reward '1.0' at turn 2; rewards must be finite numbers"),
+    ("no info", "guess_env:Scripted-v0 returned the info None at turn 2; a step's info is a dict"),
+    ("messages", "guess_env:Scripted-v0 returned info['messages'] = 'the tool said 3' at turn 2; give a list"),
 ])
 def test_a_misbehaving_env_is_named_with_its_turn(bad, message):
     s = sampler(env_kwargs={"rewards": (0, 0, 0), "bad_turn": 2, "bad": bad})

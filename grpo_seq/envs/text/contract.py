@@ -89,8 +89,9 @@ def checked_reset(env: gym.Env, name: str, seed: int) -> tuple[str | list[dict],
 
 def checked_step(env: gym.Env, name: str, turn: int, reply: str) -> tuple[str, float, bool, bool, dict]:
     """``env.step(reply)`` at ``turn`` (1 for the first reply), checked: an exception, an observation
-    that is not a string or a reward that is not a finite number is a :class:`UsageError` naming the
-    env and the turn."""
+    that is not a string, a reward that is not a finite number (a string is not), an info that is
+    not a dict, or ``info["messages"]`` that is not a list of chat messages is a
+    :class:`UsageError` naming the env and the turn."""
     try:
         out = env.step(reply)
     except Exception as e:  # the user's code: say whose it is, keep the cause chained
@@ -102,13 +103,19 @@ def checked_step(env: gym.Env, name: str, turn: int, reply: str) -> tuple[str, f
     if not isinstance(obs, str):
         raise UsageError(f"{name} returned an observation of type {type(obs).__name__} ({_describe(obs)}) at turn "
                          f"{turn}; a text environment's observations are strings")
-    try:
-        value = float(reward)
+    try:  # a number (numpy's, a 0-d tensor); not a string that reads as one
+        value = math.nan if isinstance(reward, (str, bytes)) else float(reward)
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value):
         raise UsageError(f"{name} returned the reward {_describe(reward)} at turn {turn}; rewards must be finite numbers")
-    return obs, value, bool(terminated), bool(truncated), dict(info or {})
+    if not isinstance(info, dict):
+        raise UsageError(f"{name} returned the info {_describe(info)} at turn {turn}; a step's info is a dict "
+                         "(gymnasium's contract; {} for none)")
+    if "messages" in info and not _is_chat(info["messages"]):
+        raise UsageError(f"{name} returned info['messages'] = {_describe(info['messages'])} at turn {turn}; give a list "
+                         "of chat messages ({'role': ..., 'content': ...})")
+    return obs, value, bool(terminated), bool(truncated), dict(info)
 
 
 def _describe(value: object) -> str:
