@@ -196,14 +196,17 @@ class EnvRun:
             shown["signal"] = "NONE"
         return Progress(min(self.trainer.tokens_sampled, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
 
-    def step(self, progress: float | None = None) -> tuple[dict[str, float], dict[str, Any] | None]:
+    def step(self, progress: float | None = None, learning_rate: float | None = None,
+             epsilon: float | None = None) -> tuple[dict[str, float], dict[str, Any] | None]:
         """One training step (``progress`` drives the learning-rate schedule; default: the share of
-        the budget done), then an evaluation when one is due. Returns the step's metrics and the
-        evaluation's result (None when none ran)."""
+        the budget done; ``learning_rate`` and ``epsilon``: this step's, where the caller follows
+        schedules of its own), then an evaluation when one is due. Returns the step's metrics and
+        the evaluation's result (None when none ran)."""
         spec, trainer = self.spec, self.trainer
         if isinstance(trainer.sampler, Budgeted):  # each process its share of what is left
             trainer.sampler.step_budget = self.budget_left // self.accelerator.num_processes
-        m = trainer.step(progress=trainer.tokens_sampled / spec.total_env_steps if progress is None else progress)
+        m = trainer.step(progress=trainer.tokens_sampled / spec.total_env_steps if progress is None else progress,
+                         learning_rate=learning_rate, epsilon=epsilon)
         self.last_metrics = m
         due = trainer.tokens_sampled >= self.state.next_eval or self.done
         return m, self._evaluate() if self.evaluate is not None and due else None

@@ -147,12 +147,15 @@ class GRPOTrainer:
 
     # -- one step ----------------------------------------------------------------------------------
 
-    def step(self, progress: float | None = None) -> dict[str, float]:
+    def step(self, progress: float | None = None, learning_rate: float | None = None,
+             epsilon: float | None = None) -> dict[str, float]:
         """One iteration: collect groups, compute advantages, score pi_old and pi_ref, ``mu`` update
         passes, log.
 
         Args:
             progress: fraction of the run done, in [0, 1]; drives ``lr_schedule='linear'``.
+            learning_rate, epsilon: this step's learning rate and clip range, where the caller
+                follows a schedule of its own (a Stable-Baselines3 schedule); the config's otherwise.
 
         Returns the step's metrics (averaged over processes), also appended to metrics.jsonl.
         """
@@ -167,8 +170,8 @@ class GRPOTrainer:
         self.scoring.score_old(self.policy, train, live)
         t_scored = time.perf_counter()
         self.last_batch = batch
-        lr = self.update.set_lr(progress)
-        stats = self.update.run(train, live, self.step_count)
+        lr = self.update.set_lr(progress, learning_rate)
+        stats = self.update.run(train, live, self.step_count, epsilon)
         t_updated = time.perf_counter()
         self.guard.check_collapse(self.policy, train, live, stats.mean_entropy(), self.step_count)
         self.step_count += 1

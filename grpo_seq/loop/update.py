@@ -91,22 +91,25 @@ class PolicyUpdate:
         self.step_tokens: Tensor | None = None  # loss_type=dapo's normaliser for this step
         self.optimizer_seconds = 0.0  # this step's time in optimizer.step
         self.step = 0  # the steps done before this one (for messages)
+        self.epsilon = config.epsilon  # this step's clip range
 
-    def set_lr(self, progress: float | None) -> float:
-        """The learning rate of this step: ``learning_rate``, decayed linearly with ``progress``
-        under ``lr_schedule='linear'``."""
-        lr = self.config.learning_rate
+    def set_lr(self, progress: float | None, learning_rate: float | None = None) -> float:
+        """The learning rate of this step: ``learning_rate`` (this step's, from a caller's schedule;
+        else the config's), decayed linearly with ``progress`` under ``lr_schedule='linear'``."""
+        lr = self.config.learning_rate if learning_rate is None else learning_rate
         if self.config.lr_schedule == "linear" and progress is not None:
             lr *= max(0.0, 1.0 - progress)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         return lr
 
-    def run(self, batch: RolloutBatch, live: Tensor, step: int) -> UpdateStats:
+    def run(self, batch: RolloutBatch, live: Tensor, step: int, epsilon: float | None = None) -> UpdateStats:
         """``mu`` passes over the batch (step ``step + 1``), each split into optimizer steps
-        (:meth:`minibatches`)."""
+        (:meth:`minibatches`); ``epsilon``: this step's clip range (a caller's schedule), else the
+        config's."""
         cfg, acc = self.config, self.accelerator
         self.step, self.optimizer_seconds = step, 0.0
+        self.epsilon = cfg.epsilon if epsilon is None else epsilon
         self.model.train()
         stats = UpdateStats(tokens=torch.zeros((), device=acc.device))
         self.guard.nonfinite_this_step = 0
@@ -247,7 +250,7 @@ class PolicyUpdate:
         coef = 0.0 if stand_in else self.entropy_control.applied()
         variant = self.variant if coef == self.variant.entropy_coef else dataclasses.replace(self.variant, entropy_coef=coef)
         loss, stats = grpo_loss(
-            logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=cfg.epsilon, eps_high=cfg.epsilon_high,
+            logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=self.epsilon, eps_high=cfg.epsilon_high,
             beta=0.0 if cfg.kl_in_reward else cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
             ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t, is_weight_t=is_weight_t,
             variant=variant, sampler_logp_t=sub.sampler_logp,

@@ -380,11 +380,9 @@ class GRPO(Persistence):
         """One step of the run (:meth:`EnvRun.step`: an update, and an evaluation when one is due);
         returns its metrics and the env steps it took."""
         trainer = self._trainer
-        if self._lr_schedule is not None:
-            trainer.config.learning_rate = float(self._lr_schedule(1.0 - progress))
-        if self._clip_schedule is not None:
-            trainer.config.epsilon = float(self._clip_schedule(1.0 - progress))
-        metrics, _ = self._run.step(progress)
+        lr = float(self._lr_schedule(1.0 - progress)) if self._lr_schedule is not None else None
+        eps = float(self._clip_schedule(1.0 - progress)) if self._clip_schedule is not None else None
+        metrics, _ = self._run.step(progress, learning_rate=lr, epsilon=eps)
         self._actors.clear()  # the weights changed
         sampler = trainer.sampler
         new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps

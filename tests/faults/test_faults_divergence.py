@@ -87,11 +87,11 @@ def test_divergence_later_in_a_run_keeps_the_last_sane_checkpoint(run_main, cart
 
     real_run = PolicyUpdate.run
 
-    def lr_exploding_at_step_3(self, batch, live, step):  # sane for two steps, then 1e30
+    def lr_exploding_at_step_3(self, batch, live, step, epsilon=None):  # sane for two steps, then 1e30
         if step >= 2:
             for g in self.optimizer.param_groups:
                 g["lr"] = 1e30
-        return real_run(self, batch, live, step)
+        return real_run(self, batch, live, step, epsilon)
 
     monkeypatch.setattr(PolicyUpdate, "run", lr_exploding_at_step_3)
     run_dir = tmp_path / "run"

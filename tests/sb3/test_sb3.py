@@ -306,6 +306,24 @@ def test_a_float_learning_rate_is_fixed_as_in_sb3(kwargs, last_rate):
         assert rate < 0.5e-3 and model.lr_schedule(0.1) == pytest.approx(1e-4)
 
 
+def test_schedules_set_each_steps_rate_and_clip_through_the_job_not_the_spec():
+    seen = []
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu", learning_rate=lambda left: 1e-3 * left,
+                 clip_range=lambda left: 0.1 + 0.1 * left)
+    real = model._trainer.update.run
+
+    def spy(batch, live, step, epsilon=None):
+        seen.append((model._trainer.optimizer.param_groups[0]["lr"], epsilon))
+        return real(batch, live, step, epsilon)
+
+    model._trainer.update.run = spy
+    model.learn(1_000)
+    assert len(seen) >= 2 and seen[0][0] > seen[-1][0] and seen[0][1] > seen[-1][1] >= 0.1  # both fall with progress
+    assert seen[0][0] <= 1e-3 and seen[0][1] <= 0.2
+    # the spec keeps what was asked for: the schedules are the caller's, applied step by step
+    assert model.config.learning_rate == model._trainer.config.learning_rate != seen[-1][0]
+
+
 def test_a_vec_normalize_env_is_trained_through_and_its_statistics_move_with_the_real_steps():
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
