@@ -132,7 +132,7 @@ class EnvRun:
 
     def __init__(self, spec: EnvJob, policy: nn.Module | None = None, sampler: EpisodeSampler | None = None,
                  env_fn: Callable[[], Any] | None = None, reward_fn: Any = None,
-                 accelerator: Accelerator | None = None):
+                 accelerator: Accelerator | None = None, make_optimizer: Callable[[list], Any] | None = None):
         self.spec = spec
         self.quick = shrink(spec)  # GRPO_SEQ_QUICK: a smoke test's budget (the line to say, else None)
         set_seed(spec.seed)  # python, numpy and torch: the policy's initial weights depend on the seed
@@ -147,7 +147,7 @@ class EnvRun:
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
         sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
         check_budget(spec, sampler.num_envs * self.accelerator.num_processes)
-        self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator)
+        self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
                                         env_kwargs=self._env_kwargs()) if spec.eval_every else None
@@ -172,6 +172,12 @@ class EnvRun:
         spec, state = self.spec, self.state
         return self.budget_left < self.episodes_per_step or bool(
             spec.stop_after_solved and state.solved_at and state.evals_after_solved >= spec.stop_after_solved)
+
+    def replace_sampler(self, sampler: EpisodeSampler) -> None:
+        """Go on sampling from ``sampler`` (new envs for the same policy: Stable-Baselines3's
+        ``set_env``); the old one is closed."""
+        self.trainer.sampler.close()
+        self.trainer.sampler = sampler
 
     @property
     def budget_left(self) -> int:

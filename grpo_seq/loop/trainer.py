@@ -77,10 +77,13 @@ class GRPOTrainer:
         accelerator: built with defaults when omitted.
         score_fn: fills ``batch.rewards`` (reward functions for text); omitted when the sampler
             already knows the rewards (an environment).
+        make_optimizer: builds the optimizer over the trainable parameters; AdamW with the
+            config's settings when omitted.
     """
 
     def __init__(self, config: GRPOConfig, policy: nn.Module, sampler: GroupSampler,
-                 accelerator: Accelerator | None = None, score_fn: ScoreFn | None = None):
+                 accelerator: Accelerator | None = None, score_fn: ScoreFn | None = None,
+                 make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None):
         if sampler.group_size != config.num_generations or sampler.num_groups != config.num_groups:
             raise ValueError(
                 f"sampler draws {sampler.num_groups} groups of {sampler.group_size} but GRPOConfig says "
@@ -97,8 +100,11 @@ class GRPOTrainer:
         params = [p for p in policy.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the policy has no trainable parameters")
-        optimizer = adamw(params, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
-                          eps=config.adam_eps, weight_decay=config.weight_decay)
+        if make_optimizer is not None:  # the caller's (a Stable-Baselines3 optimizer_class), over the trainable parameters
+            optimizer = make_optimizer(params)
+        else:
+            optimizer = adamw(params, lr=config.learning_rate, betas=(config.adam_beta1, config.adam_beta2),
+                              eps=config.adam_eps, weight_decay=config.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(policy, optimizer)
         self._bare_policy = self.accelerator.unwrap_model(self.model)
         self.step_count = 0

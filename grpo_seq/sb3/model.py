@@ -7,7 +7,7 @@ import random
 import time
 import warnings
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -308,22 +308,20 @@ class GRPO(Persistence):
         sampler = _recording(self._make_sampler(source))
         if self._run is None:
             self._run = EnvRun(self.config, policy=self.policy, sampler=sampler,
-                               accelerator=ModelDeviceAccelerator(self.device))
-            if self._optimizer is not None:
-                self._swap_optimizer(*self._optimizer)
+                               accelerator=ModelDeviceAccelerator(self.device), make_optimizer=self._make_optimizer())
         else:
-            self._trainer.sampler.close()
-            self._trainer.sampler = sampler
+            self._run.replace_sampler(sampler)
         self._source, self._sampler_steps = source, sampler.env_steps
         self.env, self.n_envs = as_vec_env(source), source.n_envs
         if force_reset:
             self._last_obs = None
 
-    def _swap_optimizer(self, optimizer_class: type, optimizer_kwargs: dict[str, Any]) -> None:
-        """SB3's ``policy_kwargs`` ``optimizer_class`` / ``optimizer_kwargs`` in place of AdamW."""
-        trainer = self._trainer
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        trainer.optimizer.optimizer = optimizer_class(params, lr=self.config.learning_rate, **optimizer_kwargs)
+    def _make_optimizer(self) -> Callable[[list], Any] | None:
+        """SB3's ``policy_kwargs`` ``optimizer_class`` / ``optimizer_kwargs`` in place of AdamW (None: AdamW)."""
+        if self._optimizer is None:
+            return None
+        optimizer_class, optimizer_kwargs = self._optimizer
+        return lambda params: optimizer_class(params, lr=self.config.learning_rate, **optimizer_kwargs)
 
     def get_env(self) -> Any:
         """The training env as SB3 returns it (a VecEnv, where SB3 is installed), or None."""
