@@ -189,21 +189,29 @@ def make_accelerator(cfg: LMJob) -> Accelerator:
 
 
 def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, tokenizer: Any,
-          accelerator: Accelerator, peft_config: Any = None, label: str = "lm", cores: IdleCores | None = None) -> LMRun:
+          accelerator: Accelerator, peft_config: Any = None, label: str = "lm", cores: IdleCores | None = None,
+          make_sampler: Callable[..., Any] | None = None, generation_options: dict[str, Any] | None = None) -> LMRun:
     """The policy (LoRA from ``peft_config`` or ``--use_peft``), the sampler and the trainer.
 
     With LoRA the reference is the same model with its adapters disabled. ``GRPO_SEQ_QUICK``
-    shrinks the spec's budget first (:mod:`grpo_seq.jobs.budget`)."""
+    shrinks the spec's budget first (:mod:`grpo_seq.jobs.budget`). ``make_sampler(cfg, rows,
+    model, tokenizer, accelerator)`` builds another sampler than :class:`LMGroupSampler` (the TRL
+    door's tool-calling conversations); ``generation_options`` go to every ``generate`` call beside
+    temperature, top_p and top_k (``min_p``, ``repetition_penalty``, ...)."""
     quick = shrink(cfg)
     model = prepare_model(cfg, model, peft_config)
-    # Each process draws its own share of every step's prompts.
-    sampler = LMGroupSampler(
-        tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length,
-        temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, generation_batch_size=cfg.generation_batch_size,
-        seed=cfg.seed, shuffle=cfg.shuffle_prompts, process_index=accelerator.process_index,
-        num_processes=accelerator.num_processes, max_context_length=getattr(model.config, "max_position_embeddings", None),
-        sampler_logprobs=cfg.sampler_correction is not None,  # the importance weights need the sampler's log-probs
-    )
+    if make_sampler is not None:
+        sampler = make_sampler(cfg, rows, model, tokenizer, accelerator)
+    else:  # each process draws its own share of every step's prompts
+        sampler = LMGroupSampler(
+            tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length,
+            temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
+            generation_batch_size=cfg.generation_batch_size, seed=cfg.seed, shuffle=cfg.shuffle_prompts,
+            process_index=accelerator.process_index, num_processes=accelerator.num_processes,
+            max_context_length=getattr(model.config, "max_position_embeddings", None),
+            sampler_logprobs=cfg.sampler_correction is not None,  # the importance weights need the sampler's log-probs
+        )
+    sampler.sampling.update(generation_options or {})
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
     trainer = GRPOTrainer(cfg, policy, sampler, accelerator, score_fn=scorer)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from pathlib import Path
@@ -119,18 +120,20 @@ class GRPOTrainer:
         for fn in self.reward_funcs:
             if isinstance(fn, torch.nn.Module):
                 fn.to(self.accelerator.device)
+        tokenizer = self.processing_class
         if self.args.chat_template_kwargs:  # TRL's: given to every apply_chat_template of the prompts
-            self.processing_class.apply_chat_template = functools.partial(
-                self.processing_class.apply_chat_template, **self.args.chat_template_kwargs)
-        self._run: LMRun = build(self.cfg, self.train_dataset, self.scorer, self.model, self.processing_class,
-                                 self.accelerator, None, label="grpo")
+            tokenizer = copy.copy(tokenizer)  # the run's own copy: the caller's tokenizer is left as it was
+            tokenizer.apply_chat_template = functools.partial(tokenizer.apply_chat_template,
+                                                              **self.args.chat_template_kwargs)
+        make_sampler = None
         if self.tools or self.environment_factory is not None:  # tools: a text environment's conversations
-            self._run.trainer.sampler = tool_sampler(self.cfg, self.train_dataset, self.model, self.processing_class,
-                                                     self.accelerator, self.tools, self.environment_factory,
-                                                     self.args.max_tool_calling_iterations)
-            if self.environment_factory is not None:
-                self.scorer.extra["environments"] = self._run.trainer.sampler.environments
-        self._run.trainer.sampler.sampling.update(self.args.generation_options())
+            make_sampler = functools.partial(tool_sampler, tools=self.tools, environment_factory=self.environment_factory,
+                                             max_tool_calling_iterations=self.args.max_tool_calling_iterations)
+        self._run: LMRun = build(self.cfg, self.train_dataset, self.scorer, self.model, tokenizer, self.accelerator, None,
+                                 label="grpo", make_sampler=make_sampler,
+                                 generation_options=self.args.generation_options())
+        if self.environment_factory is not None:
+            self.scorer.extra["environments"] = self._run.trainer.sampler.environments
         self.model = self._run.trainer.policy.model
         ref = self._run.trainer.ref_policy
         self.ref_model = ref.model if ref is not None else None

@@ -103,6 +103,31 @@ def test_a_model_object_and_its_tokenizer(tmp_path):
     assert trainer.train().global_step == 1
 
 
+def test_chat_template_kwargs_reach_the_prompts_and_leave_the_callers_tokenizer_alone(tmp_path):
+    from tiny_lm import make_tiny_lm
+
+    model, tok = make_tiny_lm()
+    seen = []
+    real = type(tok).apply_chat_template
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs.get("flavour"))
+        kwargs.pop("flavour", None)
+        return real(self, *args, **kwargs)
+
+    type(tok).apply_chat_template = recording
+    try:
+        args = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4,
+                          num_generations=4, max_completion_length=4, chat_template_kwargs={"flavour": "plain"})
+        rows = [{"prompt": [{"role": "user", "content": "a"}]}, {"prompt": [{"role": "user", "content": "b"}]}]
+        trainer = GRPOTrainer(model, sevens, args, rows, processing_class=tok)
+        assert trainer.train().global_step == 1
+        assert seen and set(seen) == {"plain"}  # every prompt templated with the caller's kwargs
+        assert "apply_chat_template" not in vars(tok)  # the caller's tokenizer keeps its own method
+    finally:
+        type(tok).apply_chat_template = real
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"use_vllm": True}, "use_vllm=True is a TRL option grpo-seq cannot apply here (vLLM needs a CUDA GPU"),
     ({"push_to_hub": True}, "push_to_hub=True is a TRL option grpo-seq cannot apply here (grpo-seq does not push"),
