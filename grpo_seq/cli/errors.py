@@ -9,6 +9,7 @@ import contextlib
 import errno
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -120,8 +121,27 @@ class NoteRunDir(JobCallbacks):
 
 
 def exit_with(line: str, code: int) -> None:
-    """Print ``line`` to stderr and exit with ``code``. Under a launch of several processes only the
-    first prints: each meets the same bad input (or the same full disk), and says the same line."""
-    if os.environ.get("RANK", "0") == "0":
+    """Print ``line`` to stderr and exit with ``code``. Under a launch of several processes only one
+    prints (:func:`_first_to_say`): each meets the same bad input (or the same full disk), and says
+    the same line."""
+    if _first_to_say():
         print(line, file=sys.stderr, flush=True)
     raise SystemExit(code)
+
+
+def _first_to_say() -> bool:
+    """Whether this process is the first of its launch to stop with an error line. Not rank 0's
+    privilege: the launcher stops the other processes as soon as one exits, so rank 0 may be
+    stopped before it gets to say it. The processes of one launch share their launcher (the parent
+    process) and port; the first to create the claim file says the line (a file of no bytes left
+    in the temporary folder)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return True
+    claim = Path(tempfile.gettempdir()) / f"grpo-seq-error-said-{os.getppid()}-{os.environ.get('MASTER_PORT', '')}"
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:  # no temporary folder to claim in: rank 0 speaks
+        return os.environ.get("RANK", "0") == "0"
+    return True
