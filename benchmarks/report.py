@@ -634,7 +634,7 @@ def lm_learning() -> tuple[str, list]:
         rows.append([f"`{task}`", f"`{options}`" if options != "{}" else "defaults", task_seed, arm, len(runs),
                      f"{f['minutes']:g}", f"{f['steps']:g}", f["n"], f"{100 * f['base']:.1f}%", f"{100 * f['trained']:.1f}%",
                      _points(f["gain"]), ", ".join(f"{100 * v:+.1f}" for v in f["per_seed"]),
-                     f"{const[0]!s:.30} {100 * const[1]:.1f}%" if const else "-",
+                     f"{' / '.join(str(const[0]).splitlines()):.30} {100 * const[1]:.1f}%" if const else "-",
                      _points(f["over_constant"]) if const else "-"])
         seeds_said = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
         if len(runs) < min(3, most_seeds):  # the headline keeps the arms run over 3 seeds or more
