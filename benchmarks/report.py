@@ -702,6 +702,17 @@ def text_env_intro(d: dict) -> str:
             "seconds, over the steps after the first.\n\n")
 
 
+def _solved(side: dict | None) -> str:
+    """A held-out share solved with its 95% Wilson interval and its episodes."""
+    if not side or side.get("solved") is None:
+        return "-"
+    from grpo_seq.math.stats import wilson_interval
+
+    n = int(side["episodes"])
+    lo, hi = wilson_interval(round(side["solved"] * n), n)
+    return f"{side['solved']:.0%} [{lo:.0%}, {hi:.0%}] of {n}"
+
+
 def text_env_before_after() -> tuple[str, list]:
     """Language models acting in text environments: held-out figures before and after training."""
     if not (RESULTS / "text_env_before_after/result.json").is_file():
@@ -709,10 +720,11 @@ def text_env_before_after() -> tuple[str, list]:
     d = load("text_env_before_after/result.json")
     text = ("## A language model acting in text environments, before and after training\n\n" + text_env_intro(d)
             + provenance(d["meta"]) + "\n" + text_env_tables(d))
-    cells = [f"{TEXT_ENV_CONDITIONS.get(r['condition'], r['condition'])} {fmt((r.get('before') or {}).get('solved'))} "
-             f"-> {fmt((r.get('after') or {}).get('solved'))}" for r in d["rows"]]
-    head = [f"Text environments, held-out share solved before -> after training ({d['settings']['model'].split('/')[-1]})",
-            "the same model before training; GSM8K without the tool", "; ".join(cells)]
+    cells = [f"{TEXT_ENV_CONDITIONS.get(r['condition'], r['condition'])} {_solved(r.get('before'))} -> "
+             f"{_solved(r.get('after'))}" for r in d["rows"]]
+    head = [f"Text environments, held-out share solved before -> after training ({d['settings']['model'].split('/')[-1]}; "
+            "95% Wilson intervals)", "the same model before training; GSM8K without the tool (no constant-answer "
+            "baseline: the record keeps no per-episode answers)", "; ".join(cells)]
     return text, head
 
 

@@ -95,11 +95,11 @@ def resume(trainer: GRPOTrainer, folder: Path) -> dict[str, Any]:
             "random streams, so the run will not repeat the uninterrupted one exactly",
             folder, acc.process_index, state.get("num_processes", 1),
         )
-        return state.get("extra") or {}
-    ckpt.set_rng_state(rng["global"])
-    ckpt.set_generator_state(trainer.shuffle_gen, rng["shuffle"])
-    if rng.get("sampler") is not None and isinstance(trainer.sampler, Resumable):
-        trainer.sampler.load_state_dict(rng["sampler"])
+    else:
+        ckpt.set_rng_state(rng["global"])
+        ckpt.set_generator_state(trainer.shuffle_gen, rng["shuffle"])
+        if rng.get("sampler") is not None and isinstance(trainer.sampler, Resumable):
+            trainer.sampler.load_state_dict(rng["sampler"])
     return state.get("extra") or {}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -15,6 +16,9 @@ from .config import GRPOConfig
 from .diagnostics import weight_growth, weight_norm
 from ..errors import DivergedError, NonFiniteError
 from ..math.objective import aggregate
+
+if TYPE_CHECKING:
+    from .update import UpdateStats
 
 __all__ = ["WeightGuard", "EXPLORING_ENTROPY", "COLLAPSED_ENTROPY", "COLLAPSE_MIN_TOKENS"]
 
@@ -70,17 +74,18 @@ class WeightGuard:
         raise DivergedError(self.message(f"the weights' norm grew {what}"))
 
     @torch.no_grad()
-    def check_collapse(self, policy: nn.Module, batch: RolloutBatch, live: Tensor, entropy_before: float | None,
+    def check_collapse(self, policy: nn.Module, batch: RolloutBatch, live: Tensor, stats: UpdateStats,
                        step: int) -> None:
         """Raise :class:`DivergedError` when step ``step + 1`` turned a policy that still explored
-        into a deterministic one: its mean entropy over the tokens just trained (``entropy_before``,
-        None when none was) fell below ``COLLAPSED_ENTROPY`` nats from at least
+        into a deterministic one: its mean entropy over the tokens just trained (``stats``; none
+        trained: nothing to check) fell below ``COLLAPSED_ENTROPY`` nats from at least
         ``EXPLORING_ENTROPY``. Healthy learning lowers the entropy over many steps; a learning rate
         far too high does it in one, and the run would then go on with every group's members alike.
         Checked for policies small enough that the extra forward pass costs nothing (not language
         models, which save themselves with ``save_to``)."""
-        if self.config.divergence_factor == 0 or hasattr(policy, "save_to") or entropy_before is None:
+        if self.config.divergence_factor == 0 or hasattr(policy, "save_to") or not stats.tokens:
             return
+        entropy_before = float(stats.token_sums["entropy"] / stats.tokens)
         if entropy_before < EXPLORING_ENTROPY:
             return
         sub = batch.select(torch.arange(batch.batch_size, device=batch.tokens.device)[live])

@@ -179,7 +179,7 @@ class GRPOTrainer:
         lr = self.update.set_lr(progress, learning_rate)
         stats = self.update.run(train, live, self.step_count, epsilon)
         t_updated = time.perf_counter()
-        self.guard.check_collapse(self.policy, train, live, stats.mean_entropy(), self.step_count)
+        self.guard.check_collapse(self.policy, train, live, stats, self.step_count)
         self.step_count += 1
         self.scoring.sync_reference(self.policy, self.step_count)
         metrics = self._metrics(batch, live, stats, lr, t0, {

@@ -46,10 +46,6 @@ class UpdateStats:
     extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
     skipped: bool = False  # skip_steps_without_signal: no optimizer step this step
 
-    def mean_entropy(self) -> float | None:
-        """The token-mean entropy of what was trained; None when no token was."""
-        return float(self.token_sums["entropy"] / self.tokens) if self.tokens else None
-
     def add(self, token_stats: dict[str, Tensor], n: Tensor) -> None:
         """Statistics are token means: weight each micro-batch's by its token count ``n``; those
         named ``*_min`` / ``*_max`` keep their running min / max instead."""

@@ -178,10 +178,8 @@ class EnvGroupSampler(RandomStreams):
         self._reservoir = StateReservoir(num_groups, int(self.rng.integers(2**63 - 1))) if branch_prob else None
         self.last_branched = np.zeros(self.num_envs, dtype=bool)
         self.env_steps = 0
-        # each episode of the last sample: the env's return and length, and whether the budget cut it
-        self.last_episode_returns, self.last_episode_lengths, self.last_episode_cut = [], [], []
-        # The most env steps the next sample may take (None: no cap); the job sets it to what is
-        # left of its budget, so that a run never overruns --total_env_steps by a step's worth.
+        self.last_episode_returns, self.last_episode_lengths, self.last_episode_cut = [], [], []  # EpisodeSampler's
+        # the most env steps the next sample may take (None: no cap); the job sets it to what is left of its budget
         self.step_budget: int | None = None
 
     def _reset_vector(self) -> np.ndarray:
