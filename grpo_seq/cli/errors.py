@@ -62,12 +62,11 @@ def _too_large_message(e: OSError) -> str:
 
 def _way_out(fix: str) -> str:
     """The end of a disk error's line: the intact checkpoint and the resume command, or run again."""
-    from ..io.checkpoint import list_checkpoints
-    from ..loop.stopping import resume_command
+    from ..jobs.folder import checkpoints, resume_command
 
-    checkpoints = list_checkpoints(_run_dir) if _run_dir is not None else []
-    if checkpoints:
-        return (f"; the last complete checkpoint, {checkpoints[-1]}, is intact. {fix[0].upper() + fix[1:]}, then "
+    found = checkpoints(_run_dir) if _run_dir is not None else []
+    if found:
+        return (f"; the last complete checkpoint, {found[-1]}, is intact. {fix[0].upper() + fix[1:]}, then "
                 f"resume with: {resume_command(_run_dir)}")
     return f"; {fix} and run again"
 

@@ -38,11 +38,14 @@ from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import ConfigError, require
 from ..scoring.evaluation import PolicyEvaluator, eval_stream_seed
 from ..io.plot import plot_run_if_possible
+from ..policies.actor import make_actor
 from ..policies.mlp import CategoricalMLPPolicy
 from ..io.record import check_renderer, record_episode
-from ..sampling.base import Budgeted, EpisodeSampler
+from ..sampling.alternatives import AlternativesSampler
+from ..sampling.base import Budgeted, EpisodeSampler, ObsTransform
 from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
 from ..sampling.novelty import NoveltyBonus
+from ..sampling.snapshot import env_name
 from ..io.serialization import atomic_write_text
 from ..loop.stopping import GracefulStop, checkpoint_on_error
 from ..io.tracking import tracker_kwargs
@@ -52,7 +55,10 @@ from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir
 
-__all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold"]
+__all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
+           "check_spaces",
+           # what a door builds its envs and acts with, as the job does
+           "make_env", "env_name", "make_actor"]
 
 
 def solved_threshold(spec: EnvJob) -> float:
@@ -85,6 +91,23 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
                                 orthogonal_init=spec.orthogonal_init, obs_shift=shift, action_nvec=nvec)
 
 
+def load_actor(path: str | Path, greedy: bool = True) -> tuple[int, Callable[[Any], Any]]:
+    """A saved env policy (a run's ``policy/``) as ``(obs_dim, act)``: ``act(obs)`` gives the
+    actions of a batch of observations from a numpy copy of the weights (no torch per call)."""
+    from ..io.serialization import load_policy
+
+    policy = load_policy(str(path))
+    return int(policy.init_kwargs["obs_dim"]), make_actor(policy, greedy=greedy)
+
+
+def check_spaces(env: Any, name: str) -> None:
+    """Refuse (:class:`UsageError`, naming the space) an env whose observations or actions have no
+    token form: continuous or composite actions (:func:`grpo_seq.sampling.env.as_tokens`)."""
+    from ..sampling.env import as_tokens
+
+    as_tokens(env, name)
+
+
 def check_budget(spec: EnvJob, episodes: int) -> None:
     """Refuse a budget smaller than one step: a step plays ``episodes`` episodes of at least one env
     step each, and a run never takes more env steps than its budget."""
@@ -94,15 +117,30 @@ def check_budget(spec: EnvJob, episodes: int) -> None:
 
 
 def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None,
-                 env_fn: Callable[[], Any] | None = None, reward_fn: Any = None) -> EnvGroupSampler:
-    """Each process samples its own whole groups, seeded apart; with ``exploration_bonus`` (and
-    observation units to count visits in) the processes count visits separately. ``env_fn``
-    builds the env where ``spec.env_id`` is not registered; ``reward_fn`` replaces the env's reward."""
+                 env_fn: Callable[[], Any] | None = None, reward_fn: Any = None, *,
+                 env_objects: list[Any] | None = None, obs_transform: ObsTransform | None = None,
+                 max_episode_steps: int | None = None) -> EpisodeSampler:
+    """The sampler of ``spec.group_mode``: groups of episodes (:class:`EnvGroupSampler`) or of
+    actions tried at one state (:class:`AlternativesSampler`). Each process samples its own whole
+    groups, seeded apart; with ``exploration_bonus`` (and observation units to count visits in) the
+    processes count visits separately.
+
+    What no spec can name: ``env_fn`` builds the env where ``spec.env_id`` is not registered (or
+    carries the caller's wrappers); ``env_objects``, the caller's own envs, stepped in place;
+    ``reward_fn`` replaces the env's reward; ``obs_transform``, what the policy sees of an
+    observation (a running normalisation); ``max_episode_steps``, the episodes' cap where the env
+    has no time limit and the spec names none."""
+    seed = spec.seed + 1_000_003 * process_index
+    limit = spec.max_episode_steps or max_episode_steps
+    if spec.group_mode == "alternatives":
+        make = env_fn or (lambda: make_env(spec.env_id, **({"max_episode_steps": limit} if limit else {})))
+        return AlternativesSampler(make, spec.num_groups, None if spec.every_action else spec.num_generations,
+                                   horizon=spec.horizon, gamma=spec.gamma, seed=seed, reward_fn=reward_fn)
     bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
         if spec.exploration_bonus > 0 and obs_scale is not None else None
-    return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations,
-                           seed=spec.seed + 1_000_003 * process_index, max_episode_steps=spec.max_episode_steps,
-                           env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob)
+    return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations, seed=seed, max_episode_steps=limit,
+                           env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob,
+                           env_objects=env_objects, obs_transform=obs_transform)
 
 
 @dataclass
@@ -170,7 +208,7 @@ class EnvRun:
     @property
     def done(self) -> bool:
         spec, state = self.spec, self.state
-        return self.budget_left < self.episodes_per_step or bool(
+        return self.budget_left < self.step_cost or bool(
             spec.stop_after_solved and state.solved_at and state.evals_after_solved >= spec.stop_after_solved)
 
     def replace_sampler(self, sampler: EpisodeSampler) -> None:
@@ -180,13 +218,32 @@ class EnvRun:
         self.trainer.sampler = sampler
 
     @property
+    def env_steps(self) -> int:
+        """Env steps taken so far, all processes: one token per env step of an episode, except in
+        group_mode alternatives, whose tries step their env ``horizon`` times for one token."""
+        if self.spec.group_mode == "alternatives":
+            return self.trainer.sampler.env_steps * self.accelerator.num_processes
+        return self.trainer.tokens_sampled
+
+    @property
     def budget_left(self) -> int:
-        return self.spec.total_env_steps - self.trainer.tokens_sampled
+        return self.spec.total_env_steps - self.env_steps
 
     @property
     def episodes_per_step(self) -> int:
         """Episodes one step plays over all processes: the least env steps a step can take."""
         return self.trainer.sampler.num_envs * self.accelerator.num_processes
+
+    @property
+    def step_cost(self) -> int:
+        """The env steps the budget must still hold for another step: episodes are cut to what is
+        left, so one env step each; alternatives' tries are not, so the most a step can take (each
+        try ``horizon`` steps, and one step on to the next state, per group)."""
+        if self.spec.group_mode == "alternatives":
+            sampler = self.trainer.sampler
+            per_group = sampler.group_size * self.spec.horizon + 1
+            return sampler.num_groups * per_group * self.accelerator.num_processes
+        return self.episodes_per_step
 
     def loop_state(self) -> dict[str, Any]:
         """The loop's state as saved in a checkpoint."""
@@ -200,7 +257,7 @@ class EnvRun:
         shown = {"ret": f"{m.get('reward/env_return', 0):.0f}", "eval": f"{last if last is not None else 0:.0f}"}
         if m.get("reward/flat_steps_in_a_row", 0) >= self.trainer.signal.patience:
             shown["signal"] = "NONE"
-        return Progress(min(self.trainer.tokens_sampled, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
+        return Progress(min(self.env_steps, self.spec.total_env_steps), self.spec.total_env_steps, "step", shown)
 
     def step(self, progress: float | None = None, learning_rate: float | None = None,
              epsilon: float | None = None) -> tuple[dict[str, float], dict[str, Any] | None]:
@@ -211,16 +268,16 @@ class EnvRun:
         spec, trainer = self.spec, self.trainer
         if isinstance(trainer.sampler, Budgeted):  # each process its share of what is left
             trainer.sampler.step_budget = self.budget_left // self.accelerator.num_processes
-        m = trainer.step(progress=trainer.tokens_sampled / spec.total_env_steps if progress is None else progress,
+        m = trainer.step(progress=self.env_steps / spec.total_env_steps if progress is None else progress,
                          learning_rate=learning_rate, epsilon=epsilon)
         self.last_metrics = m
-        due = trainer.tokens_sampled >= self.state.next_eval or self.done
+        due = self.env_steps >= self.state.next_eval or self.done
         return m, self._evaluate() if self.evaluate is not None and due else None
 
     def _evaluate(self) -> dict[str, Any]:
         """Greedy episodes; logs them, keeps the best policy, notes the first solve."""
         spec, trainer, state = self.spec, self.trainer, self.state
-        state.next_eval = (trainer.tokens_sampled // spec.eval_every + 1) * spec.eval_every
+        state.next_eval = (self.env_steps // spec.eval_every + 1) * spec.eval_every
         t_eval = time.perf_counter()
         state.last_eval = float(self.evaluate(trainer.policy).mean())
         state.eval_seconds += time.perf_counter() - t_eval
@@ -228,15 +285,15 @@ class EnvRun:
         trainer.log({"step": trainer.step_count, "perf/tokens_total": trainer.tokens_sampled, "eval/return": state.last_eval,
                      "eval/seed": self.evaluate.last_seed, "perf/wall_seconds": elapsed})
         if state.best is None or state.last_eval > state.best["return"]:
-            state.best = {"return": state.last_eval, "env_steps": trainer.tokens_sampled}
+            state.best = {"return": state.last_eval, "env_steps": self.env_steps}
             if spec.keep_best and trainer.output_dir is not None:
                 trainer.save(Path(spec.output_dir, "policy_best"))
         if state.solved_at is not None:
             state.evals_after_solved += 1
         elif state.last_eval >= spec.solved_return:
-            state.solved_at = {"env_steps": trainer.tokens_sampled, "seconds": elapsed,
+            state.solved_at = {"env_steps": self.env_steps, "seconds": elapsed,
                                "train_seconds": elapsed - state.eval_seconds, "iteration": trainer.step_count}
-        return {"env_steps": trainer.tokens_sampled, "return": state.last_eval, "solved": state.solved_at is not None}
+        return {"env_steps": self.env_steps, "return": state.last_eval, "solved": state.solved_at is not None}
 
     def finish(self) -> dict[str, Any]:
         """Checkpoint, save the policy (and record an episode), write and say the summary."""
@@ -275,7 +332,7 @@ class EnvRun:
             "best_eval_env_steps": best["env_steps"] if best else None,
             "best_policy": self._best_policy_dir(),
             "no_signal": trainer.signal.message,  # the no-learning-signal warning, if the run ever gave it
-            "env_steps": trainer.tokens_sampled,
+            "env_steps": self.env_steps,
             "iterations": trainer.step_count,
             "seconds": seconds,
             "eval_seconds": state.eval_seconds,

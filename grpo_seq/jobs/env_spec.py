@@ -80,6 +80,22 @@ class EnvJob(JobSpec, GRPOConfig):
                   "(per-step credit, without a critic). Needs an env that copy.deepcopy can copy; 0: every group "
                   "starts at reset."},
     )
+    group_mode: str = field(
+        default="episodes",
+        metadata={"help": "episodes: a group is G episodes from one start state; alternatives: a group is G actions "
+                  "tried at one state the policy's walk visits, each followed for --horizon env steps from a copy "
+                  "of the env and scored by its discounted return (AlternativesSampler; Discrete actions, an env "
+                  "copy.deepcopy can copy)."},
+    )
+    horizon: int = field(
+        default=1, metadata={"help": "group_mode alternatives: env steps per alternative, its own action then "
+                             "the policy's."}
+    )
+    every_action: bool = field(
+        default=False,
+        metadata={"help": "group_mode alternatives: try each action once at a state (G is then the number of "
+                  "actions) instead of G draws from the policy."},
+    )
     bonus_bins: int = field(
         default=20, metadata={"help": "NoveltyBonus cells per [-obs_scale, obs_scale] span of each dimension."}
     )
@@ -188,6 +204,10 @@ class EnvJob(JobSpec, GRPOConfig):
         require(self, "stop_after_solved", self.stop_after_solved >= 0, "must be >= 0 (0: never stop early)")
         require(self, "exploration_bonus", self.exploration_bonus >= 0, "must be >= 0 (0: none)")
         require(self, "branch_prob", 0 <= self.branch_prob < 1, "must be in [0, 1) (0: every group starts at reset)")
+        require(self, "group_mode", self.group_mode in ("episodes", "alternatives"), "must be episodes or alternatives")
+        require(self, "horizon", self.horizon >= 1, "must be >= 1")
+        require(self, "branch_prob", self.group_mode == "episodes" or not self.branch_prob,
+                "must be 0 with group_mode alternatives (its groups start at visited states already)")
         require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
         require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
                 "every divisor must be a finite number > 0")

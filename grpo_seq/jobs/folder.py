@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["resolve_run_dir"]
+__all__ = ["resolve_run_dir", "checkpoints", "resume_command"]
 
 
 def resolve_run_dir(spec: Any, fresh: str) -> str:
@@ -25,3 +25,17 @@ def resolve_run_dir(spec: Any, fresh: str) -> str:
     check_output_dir(folder, option)
     check_not_nested(folder, option)
     return folder
+
+
+def checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's complete checkpoint folders, oldest first."""
+    from ..io.checkpoint import list_checkpoints
+
+    return list_checkpoints(run_dir)
+
+
+def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:
+    """This process's command line with ``--resume_from run_dir`` (any earlier one replaced)."""
+    from ..loop.stopping import resume_command as command
+
+    return command(run_dir, argv)

@@ -98,6 +98,24 @@ class LMRun:
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
 
+    def sample_rows(self, rows: Any, group_size: int, batch_size: int,
+                    generation: dict[str, Any] | None = None) -> Any:
+        """``group_size`` completions (at least 2) of every one of ``rows``, in order, from the
+        policy as it is now with the run's sampling settings (``generation``: more ``generate``
+        options); rewards are not scored. For evaluation: no gradient, the policy in eval mode."""
+        cfg, policy = self.spec, self.trainer.policy
+        sampler = LMGroupSampler(policy.tokenizer, rows, len(rows), group_size, cfg.max_completion_length,
+                                 temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
+                                 generation_batch_size=batch_size, seed=cfg.seed, shuffle=False)
+        sampler.sampling.update(generation or {})
+        was_training = policy.training
+        policy.eval()
+        try:
+            with torch.no_grad(), self.accelerator.autocast():
+                return sampler.sample(policy)
+        finally:
+            policy.train(was_training)
+
     def progress(self) -> Progress:
         m = self.last_metrics
         return Progress(self.trainer.step_count, self.spec.max_steps, "step",

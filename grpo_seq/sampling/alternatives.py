@@ -73,6 +73,7 @@ class AlternativesSampler(RandomStreams):
         self.torch_gen = torch.Generator().manual_seed(int(self.rng.integers(2**63 - 1)))
         self.env_steps = 0
         self.num_envs = 1  # one env walks; the alternatives branch from its snapshots
+        self.last_batch: RolloutBatch | None = None
         self.last_episode_returns: list[float] = []
         self.last_episode_lengths: list[int] = []
         self.last_episode_cut: list[bool] = []  # never cut: the walk's episodes end as the env ends them
@@ -151,7 +152,7 @@ class AlternativesSampler(RandomStreams):
             self._walk(act)
         scores = torch.from_numpy(self._scores(out))
         B = n * G
-        return RolloutBatch(
+        self.last_batch = RolloutBatch(
             context=torch.from_numpy(np.repeat(states, G, axis=0)).reshape(B, 1, self.obs_dim),
             tokens=torch.from_numpy(tokens.reshape(B, 1)),
             mask=torch.ones(B, 1, dtype=torch.bool),
@@ -160,6 +161,7 @@ class AlternativesSampler(RandomStreams):
             rewards=scores,
             step_rewards=scores.reshape(B, 1).clone(),
         )
+        return self.last_batch
 
     def close(self) -> None:
         self.env.close()

@@ -51,6 +51,7 @@ class EpisodeSampler(Protocol):
         last_episode_returns, last_episode_lengths: the env's own return and length of each
             episode of the last ``sample``.
         last_episode_cut: whether each of those episodes was cut short by the step budget.
+        last_batch: what the last ``sample`` returned (None before the first).
     """
 
     num_groups: int
@@ -60,10 +61,21 @@ class EpisodeSampler(Protocol):
     last_episode_returns: list[float]
     last_episode_lengths: list[int]
     last_episode_cut: list[bool]
+    last_batch: RolloutBatch | None
 
     def sample(self, policy: nn.Module) -> RolloutBatch: ...
 
     def close(self) -> None: ...
+
+
+class ObsTransform(Protocol):
+    """What an env sampler's policy sees of a batch of observations ``(n, obs_dim)`` (a running
+    normalisation: fixed within a rollout), moved after each rollout by the env's own
+    observations of its real steps."""
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def update(self, raw_obs: np.ndarray | None) -> None: ...
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from torch import nn
 from ..math.batch import RolloutBatch
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
-from .base import RandomStreams
+from .base import ObsTransform, RandomStreams
 from .branching import StateReservoir, clone_env
 from .novelty import NoveltyBonus
 from .snapshot import env_name
@@ -117,9 +117,10 @@ class EnvGroupSampler(RandomStreams):
     own envs, stepped in place; the episodes run in waves of ``len(env_objects)``, one episode
     per object at a time, each reset with its group's seed, so that an env whose episodes depend
     on the ones it has run before (a curriculum, a counter) sees them in order.
-    ``obs_transform``: maps a batch of the env's observations ``(n, obs_dim)`` to what the policy
-    sees (a running normalisation, fixed within a rollout); the batch's context holds the
-    transformed ones, ``last_raw_obs`` the env's own of every real step, for updating it.
+    ``obs_transform`` (an :class:`~grpo_seq.sampling.base.ObsTransform`): maps a batch of the env's
+    observations ``(n, obs_dim)`` to what the policy sees (a running normalisation, fixed within a
+    rollout); the batch's context holds the transformed ones, and after each rollout the transform
+    is updated with the env's own observations of every real step (``last_raw_obs``).
     ``reward_fn(state, action, next_state)``: per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     ``bonus``: an exploration bonus added to each step's training reward, e.g. a
@@ -135,7 +136,7 @@ class EnvGroupSampler(RandomStreams):
                  max_episode_steps: int | None = None, env_kwargs: dict[str, Any] | None = None,
                  env_fn: Callable[[], gym.Env] | None = None, reward_fn: StepRewardFn | None = None,
                  bonus: NoveltyBonus | None = None, env_objects: list[gym.Env] | None = None,
-                 obs_transform: Callable[[np.ndarray], np.ndarray] | None = None, branch_prob: float = 0.0):
+                 obs_transform: ObsTransform | None = None, branch_prob: float = 0.0):
         if group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {group_size}")
         if num_groups < 1:
@@ -144,6 +145,7 @@ class EnvGroupSampler(RandomStreams):
         self.num_envs = num_groups * group_size
         self.reward_fn, self.bonus, self.obs_transform = reward_fn, bonus, obs_transform
         self.last_raw_obs: np.ndarray | None = None
+        self.last_batch: RolloutBatch | None = None
         if not 0.0 <= branch_prob < 1.0:
             raise ValueError(f"branch_prob must be in [0, 1), got {branch_prob}")
         if branch_prob and env_objects:
@@ -291,8 +293,6 @@ class EnvGroupSampler(RandomStreams):
     def _transform_context(self, obs_buf: np.ndarray, mask: np.ndarray, t: int) -> None:
         """The policy's view of every stored observation, in place (the transform is fixed within a
         rollout, so this is what the actor saw); the env's own real ones go to ``last_raw_obs``."""
-        if self.obs_transform is None:
-            return
         self.last_raw_obs = obs_buf[:t].transpose(1, 0, 2)[mask.T]  # episode by episode, as the batch's rows
         flat = obs_buf[: t + 1].reshape(-1, self.obs_dim)
         obs_buf[: t + 1] = self.obs_transform(flat).reshape(t + 1, -1, self.obs_dim)
@@ -339,7 +339,9 @@ class EnvGroupSampler(RandomStreams):
         self.last_episode_lengths = mask_buf[:t].sum(0).tolist()
         if self.reward_fn is not None:
             rew_buf[:t] = self._user_rewards(obs_buf, act_buf, mask_buf[:t], t)
-        self._transform_context(obs_buf, mask_buf[:t], t)
+        if self.obs_transform is not None:
+            self._transform_context(obs_buf, mask_buf[:t], t)
+            self.obs_transform.update(self.last_raw_obs)
         if self.bonus is not None:
             rew_buf[:t] += self.bonus(obs_buf[1 : t + 1], mask_buf[:t])
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))
@@ -350,7 +352,7 @@ class EnvGroupSampler(RandomStreams):
             from_reset = [r for r, b in zip(self.last_episode_returns, self.last_branched) if not b]
             metrics = {"reward/env_return": float(np.mean(from_reset))} if from_reset else {}
             metrics["sampling/branched_groups"] = float(self.last_branched.sum() // self.group_size)
-        return RolloutBatch(
+        self.last_batch = RolloutBatch(
             context=torch.from_numpy(np.ascontiguousarray(obs_buf[:t].transpose(1, 0, 2))),
             tokens=torch.from_numpy(np.ascontiguousarray(act_buf[:t].T)),
             mask=mask,
@@ -360,6 +362,7 @@ class EnvGroupSampler(RandomStreams):
             step_rewards=step_rewards,
             metrics=metrics,
         )
+        return self.last_batch
 
     def episode_caps(self) -> np.ndarray:
         """The steps each episode of the next rollout may take: the time limit, or under a budget

@@ -29,7 +29,8 @@ PPO_ONLY = {"gae_lambda": 0.95, "vf_coef": 0.5, "clip_range_vf": None, "normaliz
 # the command line's run folders.
 _NOT_PASSED = ("seed", "resume_from", "overwrite", "report_to", "output_dir", "save_steps", "save_total_limit",
                "max_nonfinite_steps", "env_id", "total_env_steps", "record", "keep_best", "use_cpu", "torch_threads",
-               "hidden_sizes", "obs_scale", "orthogonal_init", "max_episode_steps", "exploration_bonus")
+               "hidden_sizes", "obs_scale", "orthogonal_init", "max_episode_steps", "exploration_bonus",
+               "group_mode", "horizon", "every_action")
 
 
 # PPO's batch_size default, taken where the caller shapes PPO's rollout with n_steps

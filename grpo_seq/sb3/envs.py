@@ -20,8 +20,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from ..errors import UsageError
-from ..sampling.env import make_env
-from ..sampling.snapshot import env_name
+from ..jobs.env import env_name, make_env
 from ..sampling.spaces import CodecWrapper, SpaceCodec
 
 __all__ = ["EnvSource", "resolve_env", "as_vec_env"]

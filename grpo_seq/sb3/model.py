@@ -19,12 +19,8 @@ from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
 from ..jobs.budget import cap_env_steps
-from ..jobs.env import EnvRun
+from ..jobs.env import EnvRun, make_actor, make_sampler
 from ..jobs.env_spec import EnvJob
-from ..policies.actor import make_actor
-from ..sampling.alternatives import AlternativesSampler
-from ..sampling.env import EnvGroupSampler
-from ..sampling.novelty import NoveltyBonus
 from . import arguments
 from .callbacks import as_callback, rollout_locals
 from .envs import EnvSource, as_vec_env, resolve_env
@@ -39,21 +35,6 @@ __all__ = ["GRPO"]
 
 _GROUP_MODES = ("episodes", "alternatives")
 _NO_TIME_LIMIT_STEPS = 1000  # an episode's cap in training for an env without a time limit
-
-
-def _recording(sampler: Any) -> Any:
-    """``sampler`` keeping its last batch in ``last_batch`` (the callbacks' locals are read from it),
-    and moving a ``VecNormalize``'s statistics by each rollout's observations."""
-    sample = sampler.sample
-
-    def record(policy: nn.Module) -> Any:
-        sampler.last_batch = sample(policy)
-        if isinstance(getattr(sampler, "obs_transform", None), ObsNormalizer):
-            sampler.obs_transform.update(sampler.last_raw_obs)
-        return sampler.last_batch
-
-    sampler.sample, sampler.last_batch = record, None
-    return sampler
 
 
 def _norm_obs(source: EnvSource) -> bool:
@@ -253,7 +234,9 @@ class GRPO(Persistence):
         limit = self._episode_limit(source)
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
-        surface = {"seed": self.seed, "max_episode_steps": self._max_episode_steps}
+        surface = {"seed": self.seed, "max_episode_steps": self._max_episode_steps, "group_mode": self.group_mode,
+                   "horizon": self.horizon, "every_action": alt and self._sb3["group_size"] is None
+                   and "num_generations" not in self._ours}
         if self.exploration_bonus is not None:
             surface["exploration_bonus"] = self.exploration_bonus
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
@@ -265,30 +248,17 @@ class GRPO(Persistence):
         return int(self._max_episode_steps or (source.time_limit if source else None) or _NO_TIME_LIMIT_STEPS)
 
     def _make_sampler(self, source: EnvSource) -> Any:
-        cfg = self.config
-        if self.group_mode == "alternatives":
-            if source.normalizer is not None:
-                raise UsageError("GRPO(group_mode='alternatives') with a VecNormalize env: alternatives are scored "
-                                 "from copies of the raw env; pass the env without VecNormalize")
-            every = self._sb3["group_size"] is None and "num_generations" not in self._ours
-            return AlternativesSampler(source.make, cfg.num_groups, None if every else cfg.num_generations,
-                                       horizon=self.horizon, gamma=cfg.gamma, seed=self.seed,
-                                       reward_fn=self.reward_function)
-        return EnvGroupSampler(source.env_id, cfg.num_groups, cfg.num_generations, seed=self.seed,
-                               max_episode_steps=self._episode_limit(source),
-                               env_fn=None if source.env_id else source.make, reward_fn=self.reward_function,
-                               bonus=self._bonus(source), env_objects=source.objects,
-                               obs_transform=ObsNormalizer(source.normalizer) if _norm_obs(source) else None)
-
-    def _bonus(self, source: EnvSource) -> NoveltyBonus | None:
-        """The spec's tie-breaking exploration bonus (the env family's default: none for CartPole or
-        an env without a registered id), in the policy's observation units; ``exploration_bonus=0``
-        turns it off."""
-        scale = self.config.exploration_bonus
+        """The env job's sampler (:func:`grpo_seq.jobs.env.make_sampler`) over the user's env: its
+        maker or its own objects, the ``reward_function``, a ``VecNormalize``'s view of observations."""
+        alt = self.group_mode == "alternatives"
+        if alt and source.normalizer is not None:
+            raise UsageError("GRPO(group_mode='alternatives') with a VecNormalize env: alternatives are scored "
+                             "from copies of the raw env; pass the env without VecNormalize")
         obs_scale = getattr(self.policy, "init_kwargs", {}).get("obs_scale")
-        if not scale or obs_scale is None:
-            return None
-        return NoveltyBonus(scale, obs_scale, self.config.bonus_bins)
+        return make_sampler(self.config, 0, obs_scale, env_fn=source.make if alt or not source.env_id else None,
+                            reward_fn=self.reward_function, env_objects=None if alt else source.objects,
+                            obs_transform=ObsNormalizer(source.normalizer) if _norm_obs(source) else None,
+                            max_episode_steps=self._episode_limit(source))
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Train on ``env`` from now on: the same spaces and number of envs as the model's (SB3's
@@ -305,7 +275,7 @@ class GRPO(Persistence):
             raise ValueError(f"Observation and action spaces do not match: the policy takes {kw['obs_dim']} "
                              f"observation numbers and {kw['num_actions']} actions; this env has {codec.obs_dim} "
                              f"and {codec.num_actions}")
-        sampler = _recording(self._make_sampler(source))
+        sampler = self._make_sampler(source)
         if self._run is None:
             self._run = EnvRun(self.config, policy=self.policy, sampler=sampler,
                                accelerator=ModelDeviceAccelerator(self.device), make_optimizer=self._make_optimizer())
@@ -349,7 +319,7 @@ class GRPO(Persistence):
             else int(total_timesteps)
         self._configure_logger(tb_log_name, reset_num_timesteps)
         # the run's budget in its own env-step count: evaluations are due by it, the last at its end
-        self.config.total_env_steps = self._trainer.tokens_sampled + total - self.num_timesteps
+        self.config.total_env_steps = self._run.env_steps + total - self.num_timesteps
         cb = as_callback(callback)
         cb.init_callback(self)
         bar = self._progress_bar(progress_bar, total - start)
@@ -393,7 +363,7 @@ class GRPO(Persistence):
             if isinstance(env, CodecWrapper):
                 self.ep_success_buffer.extend(env.successes)
                 env.successes.clear()
-        batch = getattr(sampler, "last_batch", None)
+        batch = sampler.last_batch
         if batch is not None and self._source.codec is not None and batch.context.dim() == 3:
             self._last_obs = self._source.codec.decode_obs(batch.context[:, -1].numpy())[: self.n_envs]
         return metrics, new
@@ -420,7 +390,7 @@ class GRPO(Persistence):
 
     def _rollout_locals(self, new: int) -> Any:
         sampler = self._trainer.sampler
-        batch = getattr(sampler, "last_batch", None)
+        batch = sampler.last_batch
         if batch is None or self.group_mode != "episodes" or int(batch.mask.sum()) != new:
             return None
         mask = batch.mask.numpy().copy()

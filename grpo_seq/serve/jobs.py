@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..io.checkpoint import list_checkpoints
+from ..jobs.folder import checkpoints as list_checkpoints
 from ..jobs.spec import save_spec, spec_to_dict
 from .store import Store
 from .worker import run

@@ -50,12 +50,9 @@ def summary_of(entry: dict[str, Any]) -> dict[str, Any]:
 
 class _EnvModel:
     def __init__(self, path: str):
-        from ..policies.actor import make_actor
-        from ..io.serialization import load_policy
+        from ..jobs.env import load_actor
 
-        policy = load_policy(path)
-        self.obs_dim = policy.init_kwargs["obs_dim"]
-        self.act = make_actor(policy, greedy=True)  # a numpy snapshot of the weights: no torch per request
+        self.obs_dim, self.act = load_actor(path, greedy=True)  # a numpy snapshot of the weights: no torch per request
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.act(obs)

@@ -141,7 +141,7 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
     ``module:Env`` would import code named by the request: refused), and a budget within bounds."""
     import gymnasium as gym
 
-    from ..sampling.env import as_tokens
+    from ..jobs.env import check_spaces
 
     env_id = options.setdefault("env_id", "CartPole-v1")
     if not isinstance(env_id, str) or ":" in env_id or env_id not in gym.registry:
@@ -152,7 +152,7 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
     except Exception as e:  # a registered env whose dependency is missing (Box2D, MuJoCo)
         raise RequestError(400, f"env_name {env_id!r}: cannot be made here ({' '.join(str(e).split())})") from None
     try:
-        as_tokens(env, env_id)
+        check_spaces(env, env_id)
     except UsageError as e:
         raise RequestError(400, f"env_name {env_id!r}: {e}") from None
     finally:

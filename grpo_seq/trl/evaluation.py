@@ -46,23 +46,11 @@ def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, ba
     ``_completions/mean_length``, and ``_reward_ci_low`` and ``_high`` (the 95% interval of the
     mean over prompts of each prompt's mean reward); with each prompt's mean reward, for pairing
     with a later evaluation. ``generation``: more ``generate`` options, as in training."""
-    from ..sampling import LMGroupSampler
-
-    cfg, policy = run.spec, run.trainer.policy
+    cfg = run.spec
     rows = prompt_rows(read_rows(data), "prompt", source="eval_dataset")
     scorer.check_dataset(rows, source="eval_dataset")
     drawn = max(group_size, 2)  # the sampler draws groups of 2 or more: with 1, the first of each pair counts
-    sampler = LMGroupSampler(policy.tokenizer, rows, len(rows), drawn, cfg.max_completion_length,
-                             temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
-                             generation_batch_size=batch_size, seed=cfg.seed, shuffle=False)
-    sampler.sampling.update(generation or {})  # generate's options beyond temperature, top_p, top_k
-    was_training = policy.training
-    policy.eval()
-    try:
-        with torch.no_grad(), run.accelerator.autocast():
-            batch = scorer(sampler.sample(policy))
-    finally:
-        policy.train(was_training)
+    batch = scorer(run.sample_rows(rows, drawn, batch_size, generation))
     keep = torch.arange(0, batch.batch_size, drawn // group_size if group_size == 1 else 1)
     rewards, components = batch.rewards.float()[keep], batch.reward_components[keep]
     grouped = rewards.view(-1, group_size)

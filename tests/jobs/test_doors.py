@@ -61,3 +61,19 @@ def test_the_sb3_class_evaluates_nothing_unless_asked(monkeypatch):
     monkeypatch.setenv("TQDM_DISABLE", "1")
     model = GRPO("MlpPolicy", "CartPole-v1", seed=0).learn(total_timesteps=500)
     assert model.config.eval_every == 0 and model.run.evaluate is None and model.run.state.last_eval is None
+
+
+def test_group_mode_alternatives_is_a_job_option_whose_budget_counts_env_steps(tmp_path, monkeypatch):
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    out = tmp_path / "alternatives"
+    summary = train_env(["--env_id", "CartPole-v1", "--group_mode", "alternatives", "--horizon", "4", "--every_action",
+                         "--num_groups", "4", "--total_env_steps", "600", "--eval_every", "0", "--seed", "1",
+                         "--output_dir", str(out)])
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    tries = rows[-1]["perf/tokens_total"]  # one token per action tried
+    # a step tries both actions at 4 states, each for up to 4 env steps, and walks one step on: at most 36
+    assert 600 - 36 < summary["env_steps"] <= 600 and tries == 8 * len(rows) and summary["env_steps"] > 2 * tries
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=1, group_mode="alternatives", horizon=4, num_groups=4)
+    model.learn(total_timesteps=600)
+    assert model.config.group_mode == "alternatives" and model.config.every_action
+    assert model.num_timesteps == summary["env_steps"]
