@@ -80,6 +80,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders under this folder")
     ap.add_argument("--out", type=Path, default=record.default_out("lm_learning"))
+    ap.add_argument("--note", default=None, help="how the runs were made (a busy machine, one thread): the record's note")
     a = ap.parse_args()
     out = record.prepare(a.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
@@ -91,7 +92,7 @@ def main() -> None:
                "over": json.loads(a.over), "seed": seed, "minutes": a.minutes, **result, "meta": record.meta()}
         key = lambda r: (r["task"], json.dumps(r["options"], sort_keys=True), r["task_seed"], r["arm"], r["seed"])  # noqa: E731
         data["rows"] = [r for r in data["rows"] if key(r) != key(row)] + [row]
-        data["meta"] = record.meta()
+        data["meta"] = {**record.meta(), **({"note": a.note} if a.note else {})}
         out.write_text(json.dumps(data, indent=1))
     print(f"wrote {out}")
 
