@@ -54,7 +54,8 @@ def test_a_signal_mid_run_then_resume_ends_exactly_like_an_uninterrupted_run(tmp
     assert not (cut / "summary.json").exists()  # it stopped before the end
     (stopped,) = list_checkpoints(cut)
 
-    subprocess.run([*CARTPOLE, "--resume_from", str(cut)], env=_env(), check=True, capture_output=True)
+    res = subprocess.run([*CARTPOLE, "--resume_from", str(cut)], env=_env(), check=True, capture_output=True, text=True)
+    assert f"resumed from {stopped}: step {int(stopped.name[5:])}, " in res.stdout + res.stderr
     a, b = json.loads((whole / "summary.json").read_text()), json.loads((cut / "summary.json").read_text())
     assert int(stopped.name[5:]) < b["iterations"]
     assert (b["iterations"], b["env_steps"], b["final_eval_return"]) == (a["iterations"], a["env_steps"], a["final_eval_return"])

@@ -90,3 +90,15 @@ def test_a_negated_flag_says_what_it_does(capsys):
     assert "--no_keep_best, --no-keep-best The same as --keep_best false." in out
     assert "(default: False)" not in out.split("--no_keep_best")[1].split("--")[0]
     assert parse_config(EnvJob, ["--no_keep_best"]).keep_best is False and parse_config(EnvJob, []).keep_best is True
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--total_env_step", "100"], "unknown option(s) ['--total_env_step', '100'] (did you mean --total_env_steps?)"),
+    (["--lerning_rate=0.1"], "unknown option(s) ['--lerning_rate=0.1'] (did you mean --learning_rate?)"),
+    (["--zzz", "1"], "unknown option(s) ['--zzz', '1']; see"),
+])
+def test_a_mistyped_or_cut_short_flag_is_refused_with_the_closest_option(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse_config(EnvJob, argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and err.startswith("error: ") and message in err and "\n" not in err

@@ -192,3 +192,16 @@ def test_a_file_over_the_size_limit_is_efbig_naming_the_file(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["EFBIG", str(tmp_path / "ckpt" / name)]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_atomic_file_has_the_mode_open_would_give_it(tmp_path):
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "config.json", "{}")
+        (tmp_path / "plain.json").write_text("{}")
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "config.json").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o644  # not mkstemp's 0600

@@ -5,6 +5,7 @@ flags on the command line winning. The only place in the package that parses arg
 from __future__ import annotations
 
 import argparse
+import difflib
 import dataclasses
 import os
 import sys
@@ -59,7 +60,7 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     A leading ``~`` in a path option (:data:`PATH_OPTIONS`) is expanded.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser(cls)
+    parser = HfArgumentParser(cls, allow_abbrev=False)  # a cut-short flag is a typo, not another option
     _plain_negations(parser)
     # an unknown or malformed flag: one line, as for every other misuse (not argparse's usage block)
     parser.error = lambda message: exit_with(f"error: {message}; see {parser.prog} --help", 2)  # type: ignore[method-assign]
@@ -74,11 +75,22 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
         parser.set_defaults(**(spec_file_values(known.config, cls) if known.config else {}))
         cfg, *rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
         if rest[-1]:
-            parser.error(f"unknown option(s) {rest[-1]}")
+            parser.error(f"unknown option(s) {rest[-1]}{_did_you_mean(parser, rest[-1])}")
         _expand_paths(cfg)
     except ValueError as e:
         exit_with(f"error: {one_line(e)}", 2)
     return cfg
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """`` (did you mean --x?)`` for the first unknown flag that is close to one of the parser's."""
+    flags = [o for action in parser._actions for o in action.option_strings]
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], flags, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def _plain_negations(parser: argparse.ArgumentParser) -> None:

@@ -214,6 +214,9 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename: the file reads as open() makes it
     try:
         yield tmp
         with open(tmp, "rb+") as fh:

@@ -367,6 +367,8 @@ def run_env_job(spec: EnvJob, callbacks: JobCallbacks | list[JobCallbacks] | Non
         cbs.on_start(run)
         if run.quick:
             run.say(run.quick)
+        if run.trainer.resumed_from is not None:
+            run.say(f"resumed from {run.trainer.resumed_from}: step {run.trainer.step_count}, {run.env_steps} env steps")
         _train(run, cbs)
         summary = run.finish()
         cbs.on_end(run, summary)

@@ -321,6 +321,8 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
     lm.say(lm.describe())
     if lm.quick:
         lm.say(lm.quick)
+    if trainer.resumed_from is not None:
+        lm.say(f"resumed from {trainer.resumed_from}: step {trainer.step_count} of {cfg.max_steps}")
     if cfg.max_steps == 0:
         return _evaluate_only(lm, cbs)
     first = trainer.step_count

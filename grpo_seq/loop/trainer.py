@@ -113,6 +113,7 @@ class GRPOTrainer:
         self.tokens_sampled = 0
         self.checkpointed_step: int | None = None  # the step of the checkpoint this process wrote last
         self.last_batch: RolloutBatch | None = None
+        self.resumed_from: Path | None = None  # the checkpoint :meth:`resume` restored
         self.signal = SignalWatch()  # says so, once, when most groups carry no signal for a while
         self._unseen_tokens = 0  # tokens this step drew in groups that dynamic sampling dropped
         self.output_dir = RunFolder.path_of(config.output_dir)
@@ -329,6 +330,7 @@ class GRPOTrainer:
             self.close()  # refused: the run folder is not this run's to keep locked
             raise
         self.run_folder.adopt(folder)
+        self.resumed_from = Path(folder)
         self.start_run()
         if self.run_folder.logger is not None:
             self.run_folder.logger.truncate_after(self.step_count)

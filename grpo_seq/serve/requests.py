@@ -39,12 +39,39 @@ class RequestError(Exception):
 def parse_json(raw: bytes) -> dict[str, Any]:
     """A request body as a JSON object, else 400."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=_once_each)
+        _no_nul(data, "")
     except ValueError as e:
         raise RequestError(400, f"the body is not JSON ({e})") from None
+    except RecursionError:
+        raise RequestError(400, "the body nests deeper than Python's JSON reader follows") from None
     if not isinstance(data, dict):
         raise RequestError(400, f"the body must be a JSON object, got {type(data).__name__}")
     return data
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (a repeated key would silently keep the last)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise RequestError(400, f"the body gives {key!r} twice")
+        data[key] = value
+    return data
+
+
+def _no_nul(value: Any, where: str) -> None:
+    """Refuse a NUL character in any string of the body: no path, name or text holds one."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise RequestError(400, f"{where or 'the body'}: holds a NUL character")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _no_nul(k, where or "a key")
+            _no_nul(v, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_nul(v, f"{where}[{i}]")
 
 
 def _options(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,6 +189,8 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
 def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
     """A dataset inside the store's data/, a model from the store (a model name, a folder under
     it) or a hub id, reward functions by name (``reward_fns``' short names or its import paths)."""
+    if "reward_fns" in options and "reward_funcs" in options:
+        raise RequestError(400, "give 'reward_fns' or 'reward_funcs' (TRL's name), not both")
     _check_budget(options, "max_steps", "max_steps", cfg.max_lm_steps)
     dataset = options.get("dataset")
     found = store.inside(dataset, "data") if isinstance(dataset, str) and dataset else None
@@ -229,6 +258,10 @@ def observations(body: Mapping[str, Any], obs_dim: int, max_batch: int) -> tuple
     single = not isinstance(obs[0], list)
     if not single and len(obs) > max_batch:
         raise RequestError(413, f"observation: at most {max_batch} in a batch (--max_batch), got {len(obs)}")
+    for row in [obs] if single else obs:
+        bad = next((x for x in row if not _is_number(x)), None) if isinstance(row, list) else row
+        if bad is not None:  # numpy would read "1.5" and true as numbers
+            raise RequestError(400, f"observation: every value must be a JSON number, got {json.dumps(bad)[:40]}")
     try:
         array = np.asarray([obs] if single else obs, dtype=np.float32)
     except (ValueError, TypeError):
@@ -239,6 +272,10 @@ def observations(body: Mapping[str, Any], obs_dim: int, max_batch: int) -> tuple
     if not np.isfinite(array).all():
         raise RequestError(400, "observation: holds NaN or infinity")
     return array, single
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def finite_or_none(x: Any) -> Any:

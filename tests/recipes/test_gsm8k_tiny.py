@@ -131,6 +131,7 @@ def test_gsm8k_recipe_resumed_from_its_checkpoint_ends_like_one_run(tmp_path, ti
     assert res.returncode == 0, res.stderr[-3000:]
     res = run([*common, "--max_steps", "5", "--resume_from", str(cut)])  # the run folder: its newest checkpoint
     assert res.returncode == 0, res.stderr[-3000:]
+    assert f"resumed from {cut / 'checkpoints' / 'step_00000003'}: step 3 of 5" in res.stdout + res.stderr
 
     def rows(d):
         return [{k: v for k, v in json.loads(ln).items() if not k.startswith("perf/") or k == "perf/tokens_total"}
