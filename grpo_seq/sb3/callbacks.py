@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["as_callback", "FunctionCallback", "rollout_locals"]
+__all__ = ["as_callback", "FunctionCallback", "rollout_locals", "Replaying"]
 
 
 class FunctionCallback:
@@ -90,3 +90,39 @@ def rollout_locals(context: np.ndarray, mask: np.ndarray, rewards: np.ndarray, t
         s = slice(c * n_envs, (c + 1) * n_envs)
         yield {"new_obs": native_obs[s], "rewards": rew[s], "dones": done[s], "actions": native_act[s],
                "infos": [dict(info_at.get(i, {})) for i in range(s.start, s.stop)]}
+
+
+class Replaying:
+    """The ``on_step`` calls SB3 would have made during the rollout an update just trained on, for
+    :class:`grpo_seq.sb3.model.GRPO` (its ``num_timesteps``, ``_source``, ``group_mode``, run)."""
+
+    num_timesteps: int
+    n_envs: int
+    group_mode: str
+    _source: Any
+    _trainer: Any
+
+    def _replay_steps(self, cb: Any, new: int) -> bool:
+        """SB3's ``on_step`` calls for ``new`` env steps, each after ``update_locals`` with the
+        locals SB3's callbacks read (:func:`grpo_seq.sb3.callbacks.rollout_locals`); False stops."""
+        n_envs, end = self._source.n_envs, self.num_timesteps + new
+        steps = self._rollout_locals(new)
+        go_on = True
+        while go_on and self.num_timesteps + n_envs <= end:
+            self.num_timesteps += n_envs
+            loc = next(steps, None) if steps is not None else None
+            if loc is not None:
+                cb.update_locals(loc)
+            go_on = bool(cb.on_step())
+        return go_on
+
+    def _rollout_locals(self, new: int) -> Any:
+        sampler = self._trainer.sampler
+        batch = sampler.last_batch
+        if batch is None or self.group_mode != "episodes" or int(batch.mask.sum()) != new:
+            return None
+        mask = batch.mask.numpy().copy()
+        cut = sampler.last_episode_cut
+        returns = [float("nan") if c else r for r, c in zip(sampler.last_episode_returns, cut)]
+        return rollout_locals(batch.context.numpy(), mask, batch.step_rewards.numpy(), batch.tokens.numpy(),
+                              self.n_envs, self._source.codec, returns, cut)

@@ -9,7 +9,6 @@ import warnings
 from collections import deque
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -19,13 +18,15 @@ from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
 from ..jobs.budget import cap_env_steps
-from ..jobs.env import EnvRun, make_actor, make_sampler
+from ..jobs.env import EnvRun, make_sampler
 from ..jobs.env_spec import EnvJob
 from . import arguments
-from .callbacks import as_callback, rollout_locals
+from .callbacks import Replaying, as_callback
 from .envs import EnvSource, as_vec_env, resolve_env
-from .logger import Logger, tensorboard_run_dir
+from .logger import Logger
+from .acting import Acting
 from .persistence import Persistence
+from .reporting import Reporting
 from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
 from .normalize import ObsNormalizer
@@ -42,7 +43,7 @@ def _norm_obs(source: EnvSource) -> bool:
     return source.normalizer is not None and bool(source.normalizer.norm_obs)
 
 
-class GRPO(Persistence):
+class GRPO(Persistence, Reporting, Acting, Replaying):
     """GRPO with Stable-Baselines3's ``PPO`` interface: swap ``PPO`` for ``GRPO``.
 
         from grpo_seq import GRPO
@@ -59,25 +60,8 @@ class GRPO(Persistence):
     ``ALTERNATIVES_GROUPS`` there), and the options page lists them per env. Constructing it seeds the global
     python, numpy and torch RNGs (as SB3 does with a seed); ``seed=None`` draws one.
 
-    Stable-Baselines3 arguments, and what they are here:
-
-    | SB3 argument | here |
-    |---|---|
-    | ``policy="MlpPolicy"`` | :class:`grpo_seq.sb3.policy.GRPOPolicy`, SB3's policy interface without the value head (or an ``nn.Module`` class, built as ``cls(obs_dim, num_actions, **policy_kwargs)``) |
-    | ``policy_kwargs`` | ``net_arch`` (a list, ``dict(pi=...)``, or None) -> hidden sizes; ``activation_fn`` (``nn.Tanh``, ``nn.ReLU``); ``ortho_init``; ``optimizer_class`` / ``optimizer_kwargs``; ours: ``obs_scale`` |
-    | ``learning_rate`` (float or schedule) | ``learning_rate``; a float is a fixed rate, as in SB3 (``lr_schedule="linear"`` decays it to 0 over ``learn``; no rate given: the env program's rate and linear decay); a schedule ``f(progress_remaining)`` is followed as given |
-    | ``n_steps`` | env steps per update (x ``n_envs``): groups per update = that / (G x ``max_episode_steps``) (alternatives: / (G x horizon + 1)), at least 1; where one group of the env family's G episodes would not fit, G shrinks to the episodes that do (at least 2; not a ``group_size`` given) |
-    | ``batch_size`` | ``minibatch_tokens``: minibatches of ``batch_size`` env steps drawn from the whole rollout, as PPO's (a loss over whole episodes, ``loss_type`` grpo or dr_grpo or GSPO's sequence ratio: ``num_minibatches``, as many minibatches of whole episodes as fit); not given, PPO's 64 where ``n_steps`` is given, else the env program's update |
-    | ``n_epochs`` | ``mu``: update passes per batch |
-    | ``clip_range`` (float or schedule) | ``epsilon`` (a schedule is followed as given) |
-    | ``gamma`` | ``gamma`` inside the step-wise returns-to-go |
-    | ``group_size`` (not in PPO) | ``num_generations`` (G) |
-    | ``max_grad_norm`` | ``max_grad_norm`` |
-    | ``ent_coef`` | ``ent_coef``: the entropy bonus, added to the objective per token (None: the env program's default for the env, 0 elsewhere) |
-    | ``seed``, ``verbose``, ``device`` | the same (``device="auto"``: a GPU where there is one, as SB3, with SB3's advice to pass ``device="cpu"`` for an MLP) |
-    | ``tensorboard_log`` | scalars under ``<tensorboard_log>/<tb_log_name>_<n>/`` (needs tensorboard) |
-    | ``stats_window_size`` | episodes in ``rollout/ep_rew_mean`` (100) |
-    | ``gae_lambda``, ``vf_coef``, ``clip_range_vf``, ``normalize_advantage``, ``sde_sample_freq``, ``target_kl``, ``rollout_buffer_class``, ``rollout_buffer_kwargs`` | no critic here: silent at PPO's default, else named in one warning, ignored; ``use_sde=True`` refused |
+    Each Stable-Baselines3 argument, and what it becomes here: the argument table of
+    ``docs/guides/sb3.md``.
 
     Arguments of ours: ``reward_function(state, action, next_state)`` (batched tensors ``(B, obs_dim)``,
     ``(B, 1)``, ``(B, obs_dim)`` -> ``(B,)`` or ``(B, 1)``): the training reward in place of the env's;
@@ -144,30 +128,6 @@ class GRPO(Persistence):
         self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
         self.n_steps, self.batch_size = self._sb3["n_steps"], arguments.effective_batch_size(self._sb3)
         self.policy_class = type(self.policy)
-
-    @property
-    def logger(self) -> Any:
-        """What SB3 callbacks record to: SB3's own ``Logger`` (where Stable-Baselines3 is
-        installed: its ``output_formats``, ``dir``) as SB3 configures it in ``learn``, else
-        :class:`grpo_seq.sb3.logger.Logger`."""
-        return self._logger
-
-    def set_logger(self, logger: Any) -> None:
-        """Use ``logger`` from now on; ``learn`` no longer configures one (as SB3's ``set_logger``)."""
-        self._logger, self._custom_logger = logger, True
-
-    def _configure_logger(self, tb_log_name: str, reset_num_timesteps: bool) -> None:
-        if self._custom_logger:
-            return
-        try:
-            from stable_baselines3.common.utils import configure_logger
-        except ImportError:
-            self._logger = Logger(self.verbose)
-            if self.tensorboard_log:
-                self._logger.open_tensorboard(tensorboard_run_dir(self.tensorboard_log, tb_log_name,
-                                                                  reset_num_timesteps))
-            return
-        self._logger = configure_logger(self.verbose, self.tensorboard_log, tb_log_name, reset_num_timesteps)
 
     def set_random_seed(self, seed: int | None = None) -> None:
         """Seed python, numpy and torch, the action space and the env (SB3's ``set_random_seed``)."""
@@ -355,7 +315,7 @@ class GRPO(Persistence):
         sampler = trainer.sampler
         new, self._sampler_steps = sampler.env_steps - self._sampler_steps, sampler.env_steps
         self._sampler_total = self.num_timesteps + new
-        cut = self._budget_cut(sampler)
+        cut = sampler.last_episode_cut  # episodes cut short by learn's budget (SB3 would go on with them)
         for r, n, was_cut in zip(sampler.last_episode_returns, sampler.last_episode_lengths, cut):
             if not was_cut:
                 self.ep_info_buffer.append({"r": float(r), "l": int(n), "t": round(time.perf_counter(), 6)})
@@ -368,88 +328,12 @@ class GRPO(Persistence):
             self._last_obs = self._source.codec.decode_obs(batch.context[:, -1].numpy())[: self.n_envs]
         return metrics, new
 
-    @staticmethod
-    def _budget_cut(sampler: Any) -> list[bool]:
-        """Per episode of the last rollout: cut short by learn's budget rather than ended (SB3 would
-        go on with it)."""
-        return list(sampler.last_episode_cut)
-
-    def _replay_steps(self, cb: Any, new: int) -> bool:
-        """SB3's ``on_step`` calls for ``new`` env steps, each after ``update_locals`` with the
-        locals SB3's callbacks read (:func:`grpo_seq.sb3.callbacks.rollout_locals`); False stops."""
-        n_envs, end = self._source.n_envs, self.num_timesteps + new
-        steps = self._rollout_locals(new)
-        go_on = True
-        while go_on and self.num_timesteps + n_envs <= end:
-            self.num_timesteps += n_envs
-            loc = next(steps, None) if steps is not None else None
-            if loc is not None:
-                cb.update_locals(loc)
-            go_on = bool(cb.on_step())
-        return go_on
-
-    def _rollout_locals(self, new: int) -> Any:
-        sampler = self._trainer.sampler
-        batch = sampler.last_batch
-        if batch is None or self.group_mode != "episodes" or int(batch.mask.sum()) != new:
-            return None
-        mask = batch.mask.numpy().copy()
-        cut = self._budget_cut(sampler)
-        returns = [float("nan") if c else r for r, c in zip(sampler.last_episode_returns, cut)]
-        return rollout_locals(batch.context.numpy(), mask, batch.step_rewards.numpy(), batch.tokens.numpy(),
-                              self.n_envs, self._source.codec, returns, cut)
-
     def _progress_bar(self, show: bool, total: int) -> Any:
         if not show:
             return None
         from tqdm.auto import tqdm
 
         return tqdm(total=total, unit="step")
-
-    def _dump_logs(self, m: dict[str, float], iteration: int, start: int, t0: float) -> None:
-        elapsed = max(time.perf_counter() - t0, 1e-9)
-        rec = self.logger.record
-        if self.ep_info_buffer:
-            rec("rollout/ep_rew_mean", float(np.mean([e["r"] for e in self.ep_info_buffer])))
-            rec("rollout/ep_len_mean", float(np.mean([e["l"] for e in self.ep_info_buffer])))
-        if self.ep_success_buffer:
-            rec("rollout/success_rate", float(np.mean(self.ep_success_buffer)))
-        if self.reward_function is not None or self.group_mode == "alternatives":
-            rec("rollout/train_reward_mean", m["reward/mean"])
-        rec("time/iterations", iteration)
-        rec("time/fps", int((self.num_timesteps - start) / elapsed))
-        rec("time/time_elapsed", int(elapsed))
-        rec("time/total_timesteps", self.num_timesteps)
-        for ours, theirs in (("loss/policy", "loss"), ("policy/entropy", "entropy"), ("policy/clip_fraction",
-                             "clip_fraction"), ("perf/lr", "learning_rate"), ("loss/grad_norm", "grad_norm"),
-                             ("reward/zero_std_groups", "zero_std_groups")):
-            if m[ours] == m[ours]:  # NaN: no token was scored for it this update (nothing to show)
-                rec(f"train/{theirs}", float(m[ours]))
-        rec("train/n_updates", self._trainer.step_count * self.config.mu)  # passes over a rollout, as PPO counts
-        self.logger.dump(self.num_timesteps)
-
-    # -- acting ------------------------------------------------------------------------------------
-
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = False) -> tuple[np.ndarray, Any]:
-        """``(action, state)`` as SB3 returns them: one observation gives one action (shaped as the
-        action space), a batch ``(n, ...)`` gives ``n``; ``state`` is passed back (no recurrence)."""
-        if isinstance(self.policy, GRPOPolicy):
-            return self.policy.predict(observation, state, episode_start, deterministic)
-        obs = np.asarray(observation, dtype=np.float32)
-        dim = int(self.policy.init_kwargs["obs_dim"]) if hasattr(self.policy, "init_kwargs") else obs.shape[-1]
-        if obs.shape == (dim,):
-            return np.asarray(self._actor(deterministic)(obs[None])[0], dtype=np.int64), state
-        if obs.ndim == 2 and obs.shape[1] == dim:
-            return np.asarray(self._actor(deterministic)(obs), dtype=np.int64), state
-        raise UsageError(f"GRPO.predict: an observation shaped ({dim},) or a batch (n, {dim}), got {obs.shape}")
-
-    def _actor(self, greedy: bool) -> Any:
-        """The numpy actor of the current weights, built once per update (greedy or sampling)."""
-        if greedy not in self._actors:
-            rng = np.random.default_rng(self.seed + 7 + len(self._actors))
-            self._actors[greedy] = make_actor(self.policy, rng, greedy=greedy)
-        return self._actors[greedy]
 
 
 
