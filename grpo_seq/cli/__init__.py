@@ -1,9 +1,22 @@
 """The command-line door: ``grpo-seq`` and the recipes. Options become job specs
 (:mod:`.parse`), the programs run them (:mod:`.programs`), and misuse ends as one
-``error: ...`` line (:mod:`.errors`). Nothing else in the package parses arguments."""
+``error: ...`` line (:mod:`.errors`). Nothing else in the package parses arguments.
 
-from .errors import NoteRunDir, cli_errors, exit_with, note_run_dir
-from .parse import PATH_OPTIONS, defaults_yaml, options_table, parse_config, spec_file_values
+The names below load on first use: ``grpo-seq`` itself (:mod:`.commands`) starts without torch or
+transformers, so ``--help``, a mistyped command and Ctrl-C answer at once."""
 
-__all__ = ["parse_config", "spec_file_values", "defaults_yaml", "options_table", "PATH_OPTIONS", "cli_errors",
-           "note_run_dir", "NoteRunDir", "exit_with"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {"parse_config": ".parse", "spec_file_values": ".parse", "defaults_yaml": ".parse", "options_table": ".parse",
+          "PATH_OPTIONS": ".parse", "cli_errors": ".errors", "note_run_dir": ".errors", "NoteRunDir": ".errors",
+          "exit_with": ".errors"}
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name], __name__), name)

@@ -155,7 +155,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args, rest = _parser().parse_known_args(argv)
     name = f"eval {args.target}" if args.command == "eval" else args.command
     sys.argv = [f"grpo-seq {name}", *rest]  # the resume command a stopped run prints starts with this
-    COMMANDS[name][1](rest)
+    try:
+        COMMANDS[name][1](rest)
+    except KeyboardInterrupt:  # Ctrl-C while a program starts (a run in training checkpoints first)
+        print(f"grpo-seq {name}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -148,3 +148,21 @@ def test_every_misuse_is_one_error_line(work, args, message):
     assert res.returncode == 2, res.stderr[-2000:]
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], res.stderr[-2000:]
+
+
+def test_ctrl_c_while_a_program_starts_is_one_line_and_status_130(monkeypatch, capsys):
+    from grpo_seq.cli import commands
+
+    def interrupted(argv):
+        raise KeyboardInterrupt  # as Ctrl-C while the program imports torch or loads a model
+
+    monkeypatch.setitem(commands.COMMANDS, "train-env", ("train", interrupted))
+    with pytest.raises(SystemExit) as exit_:
+        commands.main(["train-env", "--env_id", "CartPole-v1"])
+    assert exit_.value.code == 130 and capsys.readouterr().err == "grpo-seq train-env: interrupted\n"
+
+
+def test_the_command_starts_without_torch_or_transformers():
+    code = "import sys, grpo_seq.cli.commands; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
