@@ -47,16 +47,24 @@ def table(head: list[str], rows: list[list]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shown_command(line: str) -> str:
+    """A recorded command as a reader can run it: ``--keep FOLDER`` (scratch kept for inspection)
+    dropped, and an absolute path of the machine that ran it shown by its file name."""
+    line = re.sub(r"\s--keep\s+\S+", "", line)
+    return re.sub(r"(?<![\w./'\"-])/(?:[\w.+-]+/)+([\w.+-]+)", r"\1", line)
+
+
 def provenance(meta: dict) -> str:
     m = meta.get("machine", {})
     machine = ", ".join(f"{k} {v}" for k, v in m.items() if v not in (None, ""))
     commit = meta["commit"][:10] if meta.get("commit") else "not recorded"
     commit += " (uncommitted changes)" if meta.get("dirty") else ""
     cmd = meta["command"] if isinstance(meta["command"], str) else "\n".join(meta["command"])
+    cmd = "\n".join(shown_command(line) for line in cmd.splitlines())
     out = (f"```bash\n{cmd}\n```\n\n"
            f"- date: {meta.get('date')}\n- commit: `{commit}`\n- machine: {machine}\n")
     if meta.get("note"):
-        out += f"- note: {meta['note']}\n"
+        out += f"- note: {shown_command(meta['note'])}\n"
     return out
 
 
