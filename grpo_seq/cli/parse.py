@@ -61,6 +61,11 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(cls, allow_abbrev=False)  # a cut-short flag is a typo, not another option
+    parser.usage = "%(prog)s [--config FILE] [--OPTION VALUE ...]"  # not every option's synopsis: they follow
+    first = getattr(cls, "FIRST_OPTIONS", ())
+    if first:  # several hundred lines follow: say where to start
+        parser.description = (f"Start with: {', '.join('--' + name for name in first)}. Every other option has a "
+                              "default; all of them follow, and --config FILE takes them from a YAML or JSON file.")
     _plain_negations(parser)
     # an unknown or malformed flag: one line, as for every other misuse (not argparse's usage block)
     parser.error = lambda message: exit_with(f"error: {message}; see {parser.prog} --help", 2)  # type: ignore[method-assign]
@@ -84,12 +89,13 @@ def parse_config(cls: type[T], argv: Sequence[str] | None = None) -> T:
 
 def _did_you_mean(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
     """`` (did you mean --x?)`` for the first unknown flag that is close to one of the parser's."""
-    flags = [o for action in parser._actions for o in action.option_strings]
+    flags = [o for action in parser._actions for o in action.option_strings if "-" not in o[2:]]  # not --x-y aliases
     for arg in unknown:
         if arg.startswith("--"):
-            close = difflib.get_close_matches(arg.split("=", 1)[0], flags, n=1)
+            typed = arg.split("=", 1)[0]
+            close = [f for f in flags if f.startswith(typed)][:3] or difflib.get_close_matches(typed, flags, n=1)
             if close:
-                return f" (did you mean {close[0]}?)"
+                return f" (did you mean {' or '.join(close)}?)"
     return ""
 
 

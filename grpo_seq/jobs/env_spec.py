@@ -21,6 +21,8 @@ class EnvJob(JobSpec, GRPOConfig):
     (:func:`grpo_seq.envs.defaults.per_env`) when the spec is built."""
 
     KIND: ClassVar[str] = "env"
+    FIRST_OPTIONS: ClassVar[tuple[str, ...]] = ("env_id", "total_env_steps", "eval_every", "seed", "output_dir",
+                                                "resume_from", "record")
 
     env_id: str = field(
         default="CartPole-v1",

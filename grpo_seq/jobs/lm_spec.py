@@ -24,6 +24,8 @@ class LMJob(JobSpec, GRPOConfig):
     reward functions, sampling and LoRA options."""
 
     KIND: ClassVar[str] = "lm"
+    FIRST_OPTIONS: ClassVar[tuple[str, ...]] = ("model", "dataset", "reward_fns", "max_steps", "eval_dataset",
+                                                "use_peft", "output_dir", "resume_from")
     # whether an output is several turns, each answering an observation (GiGPO's anchor states)
     HAS_TURNS: ClassVar[bool] = False
     HELD_OUT_OPTIONS: ClassVar[str] = "--eval_dataset (and --eval_size >= 1)"  # what turns the held-out evaluation on

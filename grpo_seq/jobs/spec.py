@@ -51,6 +51,8 @@ class JobSpec:
     """Mixin of every spec class: its ``KIND`` and its dict form, ``{"kind": KIND, **fields}``."""
 
     KIND: ClassVar[str] = ""
+    # the options a newcomer sets first: ``--help`` names them before the full list
+    FIRST_OPTIONS: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -26,6 +26,8 @@ class TextEnvJob(LMJob):
     of a conversation. The prompts and the rewards come from the environment."""
 
     KIND: ClassVar[str] = "text_env"
+    FIRST_OPTIONS: ClassVar[tuple[str, ...]] = ("model", "env_id", "max_steps", "eval_episodes", "use_peft",
+                                                "output_dir", "resume_from")
     HAS_TURNS: ClassVar[bool] = True
     HELD_OUT_OPTIONS: ClassVar[str] = "--eval_episodes >= 1"
 

@@ -139,7 +139,7 @@ def format_total(n: int) -> str:
     (["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "elsewhere.rewards:f"],
      "run from the folder that holds elsewhere/"),
     (["train-lm", "--model", "tiny", "--dataset", "data.jsonl", "--reward_funcs", "myrewards:sevens", "--lr", "1"],
-     "ambiguous option: --lr could match"),
+     "unknown option(s) ['--lr', '1']"),  # no abbreviations: --lr is not --learning_rate
     (["eval", "lm", "--model", "tiny", "--dataset", "data.jsonl"], "--reward_funcs: give at least one"),
     (["eval", "env", "--policy", "nothere"], "nothere"),
 ])
