@@ -105,10 +105,11 @@ def _alive(pid: int) -> bool:
 class RunLock:
     """The lock file of a run folder, created atomically (a complete file or none)."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, holder: str = "run", option: str = "--output_dir"):
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self.held = False
+        self.holder, self.option = holder, option  # who holds such a folder, and the option that picks another
 
     def _holder(self) -> dict | None:
         try:
@@ -135,7 +136,7 @@ class RunLock:
                     self._clear_stale()
         finally:
             os.unlink(tmp)
-        raise RunDirError(f"{self.folder}: could not take {self.path} (another run took it meanwhile)")
+        raise RunDirError(f"{self.folder}: could not take {self.path} (another {self.holder} took it meanwhile)")
 
     def _clear_stale(self) -> None:
         holder = self._holder()
@@ -147,15 +148,17 @@ class RunLock:
             return
         if host == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
             logger.warning("%s: taking over the lock of process %d, which no longer runs", self.folder, pid)
-            print(f"{self.folder}: the run of process {pid} ended without releasing the folder; taking it over",
-                  flush=True)
+            print(f"{self.folder}: the {self.holder} of process {pid} ended without releasing the folder; taking it "
+                  "over", flush=True)
             self.path.unlink(missing_ok=True)
             return
         if host == socket.gethostname() or not holder:
-            raise RunDirError(f"{self.folder} is in use by another run (process {pid}, since {holder.get('since')}); "
-                              "wait for it to finish, or give this run another --output_dir")
-        raise RunDirError(f"{self.folder} is in use by a run on {host} (process {pid}, since {holder.get('since')}); "
-                          f"if that run is gone, delete {self.path}; or give this run another --output_dir")
+            raise RunDirError(f"{self.folder} is in use by another {self.holder} (process {pid}, since "
+                              f"{holder.get('since')}); wait for it to finish, or give this {self.holder} another "
+                              f"{self.option}")
+        raise RunDirError(f"{self.folder} is in use by a {self.holder} on {host} (process {pid}, since "
+                          f"{holder.get('since')}); if that {self.holder} is gone, delete {self.path}; or give this "
+                          f"{self.holder} another {self.option}")
 
     def release(self) -> None:
         if self.held:

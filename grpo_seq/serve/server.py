@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 from ..errors import ConfigError
 from .config import TOKEN_ENV, parse_args, resolve_token
@@ -30,10 +31,31 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m grpo_seq.serv
     except ImportError as e:
         print(f"error: the service needs the serve extra ({e}); pip install 'grpo-seq[serve]'", file=sys.stderr)
         raise SystemExit(2) from None
+    store_lock = claim_store(cfg.store)
     app = create_app(cfg, token)
+    app.router.on_shutdown.append(store_lock.release)  # uvicorn ends a SIGTERM by raising it again: no finally runs
     if generated:
         print(f"API token (send it as 'Authorization: Bearer <token>'; set {TOKEN_ENV} to choose it): {token}",
               flush=True)
     print(f"grpo-seq serve: http://{cfg.host}:{cfg.port}/ (the page), /docs (the API), store {app.state.service.store.root}",
           flush=True)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    try:
+        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    finally:  # a start that failed (the port taken)
+        store_lock.release()
+
+
+def claim_store(store: str) -> Any:
+    """The store's lock, held while this service runs: a second service on the same store would
+    take the first one's running jobs for dead ones, and both would start jobs past --max_jobs."""
+    from ..errors import UsageError
+    from ..io.run_dir import RunLock
+
+    try:
+        return RunLock(Path(store).expanduser(), holder="service", option="--store").acquire()
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as e:  # a file, a read-only mount
+        print(f"error: --store {store}: cannot hold the service's folders ({e.strerror or e})", file=sys.stderr)
+        raise SystemExit(2) from None

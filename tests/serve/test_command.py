@@ -37,10 +37,16 @@ def test_without_a_token_set_one_is_generated_and_printed_once(tmp_path):
         wait_for(lambda: _answers(client), 60, what="the service answers /health")
         assert client.get("/jobs", headers={"Authorization": f"Bearer {token}"}).json() == {"jobs": []}
         assert client.get("/jobs", headers={"Authorization": "Bearer x" + token}).status_code == 401
+        # a second service on the same store would take the first one's running jobs for dead ones
+        second = subprocess.run([sys.executable, "-m", "grpo_seq.serve", "--port", str(free_port()), "--store",
+                                 str(tmp_path / "store")], env=ENV, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert f"is in use by another service (process {proc.pid}, " in second.stderr and "--store" in second.stderr
     finally:
         proc.terminate()
         rest = proc.communicate(timeout=60)[0]
     assert token not in rest  # printed once
+    assert not (tmp_path / "store" / ".lock").exists()  # released on the way out
     assert proc.returncode in (0, -15) and "Traceback" not in rest, rest  # uvicorn re-raises the SIGTERM it handled
 
 
