@@ -81,10 +81,24 @@ class Service:
             if self.jobs.view(record)["checkpoint"] is None:
                 raise RequestError(409, f"job {job_id}: wrote no checkpoint, so there is nothing to resume")
             self.check_room()
+            self._check_name_still_its_own(record)
             spec = resume_spec(load_spec(self.store.job_dir(job_id) / "spec.json"), body,
                                self.store.run_dir(job_id), self.cfg)
             record["resumes"] = record.get("resumes", 0) + 1
             return self.jobs.start(spec, None, record)
+
+
+    def _check_name_still_its_own(self, record: dict[str, Any]) -> None:
+        """A resumed job registers its model under its name when it ends: refuse it where another
+        job's model, or another running job, has taken that name since."""
+        name, job_id = record.get("model_name"), record["id"]
+        model = self.store.model(name) if name else None
+        other = model.get("job") if model is not None and model.get("job") != job_id else next(
+            (r["id"] for r in self.store.jobs() if r.get("model_name") == name and r["id"] != job_id
+             and r.get("state") in ACTIVE), None)
+        if other is not None:
+            raise RequestError(409, f"job {job_id}: its model_name {name!r} now belongs to job {other}; resuming "
+                               "would re-point it to this job's model; train this job's spec under another model_name instead")
 
 
 def _refusal(status: int, reason: str) -> JSONResponse:

@@ -66,6 +66,20 @@ def test_metrics_are_paged_and_a_finished_job_resumes_with_more_budget(server, t
     assert _model(server, "test")["created"] > before  # registered again
 
 
+def test_a_resume_never_re_points_a_model_name_another_job_holds_now(server, trained):
+    path = server.store / "models" / "test.json"
+    kept = path.read_text()
+    path.write_text(json.dumps({**json.loads(kept), "job": "0123456789ab"}))  # as if another job trained "test" since
+    try:
+        res = server.client.post(f"/jobs/{trained['id']}/resume", json={"total_timesteps": 30000})
+    finally:
+        path.write_text(kept)
+    assert res.status_code == 409, res.text
+    assert res.json()["detail"] == (f"job {trained['id']}: its model_name 'test' now belongs to job 0123456789ab; "
+                                    "resuming would re-point it to this job's model; train this job's spec under "
+                                    "another model_name instead")
+
+
 def test_every_route_but_health_docs_and_the_page_needs_the_token(server):
     for method, path in ROUTES:
         assert server.anonymous.request(method, path).status_code == 401, path
