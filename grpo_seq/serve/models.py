@@ -68,8 +68,12 @@ class _LMModel:
     def complete(self, prompt: str, max_new_tokens: int) -> str:
         import torch
 
+        enc = self.tokenizer(prompt, return_tensors="pt")
+        n, context = enc["input_ids"].shape[1], getattr(self.model.config, "max_position_embeddings", None)
+        if context is not None and n + max_new_tokens > context:  # positions past the context: no answer, held lock
+            raise RequestError(400, f"prompt: {n:,} tokens, and {max_new_tokens} new ones would pass this model's "
+                               f"context of {context:,} tokens; shorten the prompt or ask for fewer new tokens")
         with self.lock, torch.no_grad():
-            enc = self.tokenizer(prompt, return_tensors="pt")
             out = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                       pad_token_id=self.tokenizer.pad_token_id)
             return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)

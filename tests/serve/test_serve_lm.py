@@ -52,3 +52,6 @@ def test_a_language_model_trains_and_completes_a_prompt(lm_store):
     assert res.json() == {"completion": tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)}
     bad = lm_store.client.post("/inference", json={"model_name": "tiny-lm", "prompt": "hi", "max_new_tokens": 10**6})
     assert bad.status_code == 400 and "max_new_tokens" in bad.json()["detail"]
+    # a prompt past the model's context is refused at once, not left generating with the model's lock held
+    long = lm_store.client.post("/inference", json={"model_name": "tiny-lm", "prompt": "7" * 600, "max_new_tokens": 4})
+    assert long.status_code == 400 and "pass this model's context of 512 tokens" in long.json()["detail"], long.text
