@@ -117,6 +117,9 @@ class ModelCache:
                 entry = self.store.model(name)
                 if entry is None:
                     raise RequestError(404, f"model_name {name!r}: no such model (GET /models lists them)")
+                if not os.path.isdir(entry["path"]):  # its job's folder removed by hand since
+                    raise RequestError(410, f"model_name {name!r}: its files ({entry['path']}) are gone; train it "
+                                       "again, or resume its job if that folder is back")
                 model = (_EnvModel if entry["kind"] == "env" else _LMModel)(entry["path"])
                 hit = self.loaded[name] = (stamp, str(self.store.model_path(name)), (entry, model))
         return hit[2]

@@ -80,6 +80,17 @@ def test_a_resume_never_re_points_a_model_name_another_job_holds_now(server, tra
                                     "another model_name instead")
 
 
+def test_a_model_whose_folder_was_removed_is_a_410_naming_the_folder(server, trained):
+    path = server.store / "models" / "test.json"
+    kept = path.read_text()
+    path.write_text(json.dumps({**json.loads(kept), "path": str(server.store / "gone")}))
+    try:
+        res = server.client.post("/inference", json={"model_name": "test", "observation": [0, 0, 0, 0]})
+    finally:
+        path.write_text(kept)
+    assert res.status_code == 410 and f"its files ({server.store / 'gone'}) are gone" in res.json()["detail"]
+
+
 def test_every_route_but_health_docs_and_the_page_needs_the_token(server):
     for method, path in ROUTES:
         assert server.anonymous.request(method, path).status_code == 401, path
