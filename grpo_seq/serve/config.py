@@ -79,11 +79,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_CHARS = 16  # beyond loopback: a token short enough to guess is no lock
+
+
 def resolve_token(host: str, environ: dict | None = None) -> tuple[str, bool]:
     """The bearer token, and whether it was generated here (then it is printed once). Refuses a
     non-loopback ``host`` without a token set in ``GRPO_SEQ_API_TOKEN``."""
     env = os.environ if environ is None else environ
     token = env.get(TOKEN_ENV, "")
+    if token.strip() != token or (token and not token.isprintable()):
+        raise ConfigError(f"{TOKEN_ENV}: has spaces at its ends or control characters, which an "
+                          "Authorization header cannot carry back as they are; set it without them")
+    if token and not is_loopback(host) and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"{TOKEN_ENV}: {len(token)} characters; listening beyond this machine (--host {host}) "
+                          f"needs at least {MIN_TOKEN_CHARS}, which guessing cannot reach (python -c \"import secrets; "
+                          "print(secrets.token_urlsafe(24))\" makes one)")
     if token:
         return token, False
     if not is_loopback(host):

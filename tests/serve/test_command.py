@@ -55,3 +55,19 @@ def _answers(client) -> bool:
         return client.get("/health").status_code == 200
     except httpx.TransportError:
         return False
+
+
+def test_a_token_that_cannot_protect_or_cannot_match_is_refused():
+    import pytest
+
+    from grpo_seq.errors import ConfigError
+    from grpo_seq.serve.config import MIN_TOKEN_CHARS, resolve_token
+
+    for token, host, message in (("a", "0.0.0.0", f"1 characters; listening beyond this machine (--host 0.0.0.0) "
+                                  f"needs at least {MIN_TOKEN_CHARS}"),
+                                 (" ", "127.0.0.1", "has spaces at its ends or control characters"),
+                                 ("abc\n", "127.0.0.1", "has spaces at its ends or control characters")):
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            resolve_token(host, {"GRPO_SEQ_API_TOKEN": token})
+    assert resolve_token("127.0.0.1", {"GRPO_SEQ_API_TOKEN": "a"}) == ("a", False)  # this machine only: the user's call
+    assert resolve_token("0.0.0.0", {"GRPO_SEQ_API_TOKEN": "x" * MIN_TOKEN_CHARS}) == ("x" * MIN_TOKEN_CHARS, False)
