@@ -194,7 +194,7 @@ def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
     _check_budget(options, "max_steps", "max_steps", cfg.max_lm_steps)
     dataset = options.get("dataset")
     found = store.inside(dataset, "data") if isinstance(dataset, str) and dataset else None
-    if found is None or not found.exists():
+    if found is None or not found.exists() or found == store.inside("", "data"):
         raise RequestError(400, f"dataset {dataset!r}: give a file or folder inside the store's data/ folder "
                            f"({store.root / 'data'}), by its path relative to it")
     options["dataset"] = str(found)
@@ -207,10 +207,25 @@ def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
     from reward_fns import REGISTRY
 
     for fn in fns:
-        if not isinstance(fn, str) or not (fn in REGISTRY or re.fullmatch(r"reward_fns(\.\w+)*:\w+", fn)):
+        if not isinstance(fn, str) or not (fn in REGISTRY or _reward_function(fn)):
             raise RequestError(400, f"reward_fns: {fn!r} is not a reward function of this service; give one of "
                                f"{sorted(REGISTRY)} or an import path inside reward_fns (reward_fns.module:function)")
     options["reward_fns"] = fns
+
+
+def _reward_function(path: str) -> bool:
+    """Whether ``path`` names a function of the service's ``reward_fns`` package
+    (``reward_fns.module:function``; a module, a class or a constant there is not one)."""
+    import importlib
+
+    if not re.fullmatch(r"reward_fns(\.\w+)*:\w+", path):
+        return False
+    module, name = path.split(":")
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return False
+    return callable(found) and not isinstance(found, type)
 
 
 def _lm_model(model: Any, store: Store) -> str:
@@ -221,7 +236,7 @@ def _lm_model(model: Any, store: Store) -> str:
     if known is not None and known.get("kind") == "lm":
         return known["path"]
     inside = store.inside(model)
-    if inside is not None and inside.is_dir():
+    if inside is not None and (inside / "config.json").is_file():  # a folder save_pretrained wrote
         return str(inside)
     if HUB_ID.fullmatch(model) and not Path(model).exists() and ".." not in model:
         return model

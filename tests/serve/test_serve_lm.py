@@ -28,6 +28,9 @@ def lm_store(server):
     ({"dataset": "missing.jsonl"}, "inside the store's data/"),
     ({"max_steps": 10**9}, "at most 10,000"),
     ({"trust_remote_code": True}, "the service chooses"),
+    ({"dataset": "."}, "inside the store's data/"),  # the data folder itself is no dataset
+    ({"model": "."}, "not a language model of this service"),  # the store holds no config.json of a model
+    ({"reward_fns": ["reward_fns.gsm8k:re"]}, "is not a reward function of this service"),  # a module there
 ])
 def test_a_language_model_job_names_only_what_the_store_holds(lm_store, change, reason):
     res = lm_store.client.post("/train", json={**LM, **change})
