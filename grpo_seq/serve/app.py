@@ -65,8 +65,8 @@ class Service:
 
     def train(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.starting:
+            spec, name = train_spec(body, self.store, self.cfg)  # a bad body is a 400 naming its field, room or not
             self.check_room()
-            spec, name = train_spec(body, self.store, self.cfg)
             if name is not None and (self.store.model(name) is not None or any(
                     r.get("model_name") == name and r.get("state") in ACTIVE for r in self.store.jobs())):
                 raise RequestError(409, f"model_name {name!r}: a model or a running job has it already; choose "

@@ -182,6 +182,8 @@ def test_cancel_checkpoints_a_killed_job_fails_and_max_jobs_answers_429(server, 
     before = _tree(server.store / "jobs")
     busy = server.client.post("/train", json={**LONG, "model_name": "long-c"})
     assert busy.status_code == 429 and "--max_jobs" in busy.json()["detail"]
+    bad = server.client.post("/train", json={**LONG, "model_name": "long-c", "lr": 3})  # full, and a bad body
+    assert bad.status_code == 400 and "unknown option(s) ['lr']" in bad.json()["detail"]
     assert set(_tree(server.store / "jobs")) == set(before)  # no job folder was made
     cancelled, killed = jobs
     assert server.client.delete(f"/jobs/{cancelled}").status_code == 202
