@@ -219,9 +219,10 @@ def _job_routes(router: APIRouter, service: Service) -> None:
         return service.jobs.view(service.record(job_id))
 
     @router.delete("/jobs/{job_id}", status_code=202)
-    def cancel(job_id: str) -> dict[str, Any]:
-        """Cancel a job: its process finishes the step, writes a checkpoint and exits."""
-        record = service.jobs.cancel(service.record(job_id)["id"])
+    def cancel(job_id: str, force: bool = False) -> dict[str, Any]:
+        """Cancel a job: its process finishes the step, writes a checkpoint and exits; with
+        ``?force=true`` it is killed at once (the step under way is lost, earlier checkpoints stay)."""
+        record = service.jobs.cancel(service.record(job_id)["id"], force=force)
         if record is None:
             raise RequestError(409, f"job {job_id}: already {service.record(job_id)['state']}")
         return service.jobs.view(record)

@@ -140,9 +140,10 @@ class JobManager:
                 "progress": {k: progress[k] for k in ("done", "total", "unit", "shown")} if progress else None,
                 "metrics": (progress or {}).get("metrics"), "evaluation": (progress or {}).get("evaluation")}
 
-    def cancel(self, job_id: str) -> dict[str, Any] | None:
-        """SIGTERM the job's process: it finishes its step, writes a checkpoint and exits. Returns
-        the record, or None when the job had ended already."""
+    def cancel(self, job_id: str, force: bool = False) -> dict[str, Any] | None:
+        """SIGTERM the job's process: it finishes its step, writes a checkpoint and exits; ``force``:
+        SIGKILL it now (the step under way is lost, the checkpoints before it stay). Returns the
+        record, or None when the job had ended already."""
         with self.lock:
             record = self.store.read_job(job_id)
             if record is None or record.get("state") not in ACTIVE:
@@ -151,7 +152,7 @@ class JobManager:
             self.store.write_job(record)
             proc, _ = self.procs.get(record["id"], (None, None))
             if proc is not None and proc.is_alive():
-                os.kill(proc.pid, signal.SIGTERM)
+                os.kill(proc.pid, signal.SIGKILL if force else signal.SIGTERM)
         return record
 
     def close(self) -> None:

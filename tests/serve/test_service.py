@@ -198,6 +198,15 @@ def test_cancel_checkpoints_a_killed_job_fails_and_max_jobs_answers_429(server, 
     verify_checkpoint(view["checkpoint"])  # complete: every file its manifest lists, with its hash
 
 
+def test_a_forced_cancel_kills_the_job_at_once(server):
+    job_id = server.train({**LONG, "model_name": "long-forced"})["id"]
+    _wait_stepping(server, job_id)
+    assert server.client.delete(f"/jobs/{job_id}", params={"force": "true"}).status_code == 202
+    view = server.wait_state(job_id, ("cancelled", "failed"))
+    assert view["state"] == "cancelled" and server.store.joinpath("jobs", job_id, "job.json").is_file()
+    assert json.loads((server.store / "jobs" / job_id / "job.json").read_text())["exit_code"] == -signal.SIGKILL
+
+
 def test_a_restart_finds_the_models_and_names_the_checkpoint_of_a_job_it_left_running(server, trained):
     models = server.client.get("/models").json()
     orphan = server.train({**LONG, "model_name": "orphan"})["id"]
