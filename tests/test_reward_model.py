@@ -58,7 +58,7 @@ def test_a_folder_loads_as_a_reward_model_through_load_reward_fn(tmp_path):
 
 
 def test_a_missing_reward_model_is_one_error_naming_it(tmp_path):
-    with pytest.raises(ValueError, match="reward model .*nowhere/at-all.*cannot load it"):
+    with pytest.raises(ValueError, match="reward model .*nowhere/at-all.*: no such folder"):
         load_reward_model(str(tmp_path / "nowhere/at-all"))
 
 
@@ -81,3 +81,12 @@ def test_a_job_spec_trains_with_a_reward_model_folder_as_its_reward_function(tmp
 
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert "reward/rm" in metrics[-1]  # the reward model logs under its folder's name
+
+
+@pytest.mark.parametrize("name", ["./missing/rm", "/no/such/rm", "models/rm/v2"])
+def test_a_missing_folder_as_a_reward_model_is_named_as_a_missing_folder(name):
+    from grpo_seq.errors import MissingPathError
+    from grpo_seq.scoring.reward_model import load_reward_model
+
+    with pytest.raises(MissingPathError, match=f"reward model '{name}': no such folder"):
+        load_reward_model(name)

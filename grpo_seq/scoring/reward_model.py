@@ -12,14 +12,18 @@ model is never trained: its weights are frozen and it stays in eval mode.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from ..errors import UsageError
+from ..errors import MissingPathError, UsageError
 
 __all__ = ["RewardModel", "is_reward_model_spec", "load_reward_model"]
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name; ./x, /x, ~/x and a/b/c are paths
 
 
 def is_reward_model_spec(spec: Any) -> bool:
@@ -76,6 +80,8 @@ def load_reward_model(spec: Any, tokenizer: Any = None, dtype: str = "float32", 
         model = spec
     else:
         name = str(spec)
+        if not Path(name).expanduser().is_dir() and not _HUB_ID.fullmatch(name):
+            raise MissingPathError(f"reward model {name!r}: no such folder (a hub id is org/name)")
         kwargs = dict(num_labels=1, trust_remote_code=trust_remote_code,
                       dtype=torch.float32 if dtype in ("auto", None) else getattr(torch, str(dtype).replace("torch.", "")))
         model = _from_cache_or_hub(AutoModelForSequenceClassification, name, kwargs)
