@@ -284,6 +284,15 @@ def test_scorer_sample_scored_by_no_function_is_zero():
     assert batch.rewards.tolist() == [0.0, 3.0, 3.0, 3.0]
 
 
+def test_a_batch_no_function_scored_stops_the_run_naming_the_functions():
+    # one function's None for every sample is fine beside another that scores
+    batch = RewardScorer([constant([None] * 4), constant([1.0, 2.0, 3.0, 4.0])])(make_batch())
+    assert batch.rewards.tolist() == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(RewardFunctionError, match="reward functions 'const', 'const_2' returned None for all 4 "
+                                                  "completions: nothing scored them"):
+        RewardScorer([constant([None] * 4), constant([None] * 4)])(make_batch())
+
+
 def test_scorer_passes_columns_and_completion_ids_and_keeps_metrics():
     seen = {}
 

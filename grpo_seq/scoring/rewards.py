@@ -479,6 +479,11 @@ class RewardScorer:
                 for fn, name in zip(self.fns, self.names)]
         outs = _await_all(outs, self.names)  # async functions run concurrently, after the others
         components = [self._check_output(out, name, b) for out, name in zip(outs, self.names)]
+        if b and all(v is None for values in components for v in values):
+            raise RewardFunctionError(
+                f"reward function{'s' if len(self.names) > 1 else ''} {', '.join(repr(n) for n in self.names)} "
+                f"returned None for all {b} completions: nothing scored them, so every reward would be 0 and "
+                "nothing trained; return a number where a function applies")
         totals = [0.0] * b
         for values, w in zip(components, self.weights):
             for i, v in enumerate(values):
