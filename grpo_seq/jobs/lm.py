@@ -447,7 +447,9 @@ def finish(lm: LMRun, history: list[dict], seconds: float, loop_state: Callable[
         curves = plot_run_if_possible(out, out / "curves.png", warn=lm.say)
         if curves:
             lm.say(f"learning curves: {curves}")
-        lm.say(f"{_peak_memory()}; {seconds / max(1, trainer.step_count):.1f} s a step")
+        stepped = [h["perf/step_seconds"] for h in history if "perf/step_seconds" in h]  # as the first step's line
+        lm.say(f"{_peak_memory()}" + (f"; {sum(stepped) / len(stepped):.1f} s a step over {len(stepped)} steps"
+                                     if stepped else ""))
     trainer.close()  # releases the run folder's lock file: the disk use below is what stays
     if acc.is_main_process:
         lm.say(disk_use_line(out))
