@@ -448,7 +448,7 @@ def finish(lm: LMRun, history: list[dict], seconds: float, loop_state: Callable[
         if curves:
             lm.say(f"learning curves: {curves}")
         stepped = [h["perf/step_seconds"] for h in history if "perf/step_seconds" in h]  # as the first step's line
-        lm.say(f"{_peak_memory()}" + (f"; {sum(stepped) / len(stepped):.1f} s a step over {len(stepped)} steps"
+        lm.say(f"{_peak_memory()}" + (f"; {sum(stepped) / len(stepped):.1f} s a step over {len(stepped)} step{'s' * (len(stepped) != 1)}"
                                      if stepped else ""))
     trainer.close()  # releases the run folder's lock file: the disk use below is what stays
     if acc.is_main_process:
