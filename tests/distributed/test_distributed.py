@@ -46,7 +46,10 @@ def test_parameters_identical_across_ranks_after_updates(tmp_path):
 
 
 def test_cartpole_recipe_on_two_processes(tmp_path):
-    res = launch(["recipes/cartpole.py", "--total_env_steps", "4000", "--eval_every", "2000",
+    # Minibatches of env steps: each process has its own episodes, so its own count of steps; both
+    # cut them into the same number of minibatches (from the steps of both), or one would wait for
+    # the other's all-reduce until the timeout.
+    res = launch(["recipes/cartpole.py", "--total_env_steps", "4000", "--eval_every", "2000", "--minibatch_tokens", "64",
                   "--num_groups", "2", "--num_generations", "4", "--output_dir", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -60,13 +63,14 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
         assert r["perf/tokens_total"] - prev == round(r["policy/completion_length"] * 16)
         assert r["policy/completion_length_max"] >= r["policy/completion_length"]
         prev = r["perf/tokens_total"]
+    assert max(r["perf/optimizer_steps"] for r in train) > 1  # the steps of a batch were cut
 
     # The final checkpoint holds each rank's RNG streams and sampler position; both ranks resume from it.
     (ckpt,) = (tmp_path / "checkpoints").iterdir()
     assert {"rng_state_0.json", "rng_state_1.json"} <= {p.name for p in ckpt.iterdir()}
     more = summary["env_steps"] + 2000
     res = launch(["recipes/cartpole.py", "--total_env_steps", str(more), "--eval_every", "2000", "--num_groups", "2",
-                  "--num_generations", "4", "--resume_from", str(tmp_path)], tmp_path)
+                  "--num_generations", "4", "--minibatch_tokens", "64", "--resume_from", str(tmp_path)], tmp_path)
     assert res.returncode == 0, res.stderr[-4000:]
     resumed = json.loads((tmp_path / "summary.json").read_text())
     assert more - 16 < resumed["env_steps"] <= more and resumed["iterations"] > summary["iterations"]
@@ -119,14 +123,3 @@ def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
     assert [s["tokens_total"] for s in r0["steps"]] == list(itertools.accumulate(both))
     torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_processes"] == 2
-
-
-def test_minibatches_of_env_steps_on_two_processes(tmp_path):
-    # Each process has its own episodes, so its own count of steps; both cut them into the same
-    # number of minibatches (from the steps of both), or one would wait for the other's all-reduce
-    # until the timeout.
-    res = launch(["recipes/cartpole.py", "--total_env_steps", "3000", "--eval_every", "0", "--minibatch_tokens", "64",
-                  "--num_groups", "2", "--num_generations", "4", "--output_dir", str(tmp_path)], tmp_path)
-    assert res.returncode == 0, res.stderr[-4000:]
-    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["perf/optimizer_steps"] for r in rows) > 1  # the steps of a batch were cut
