@@ -286,7 +286,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         state = {"self": self, "total_timesteps": total, "callback": cb, "log_interval": log_interval, "iteration": 0}
         cb.on_training_start(state, globals())
         t0, go_on = time.perf_counter(), True
-        while go_on and self.num_timesteps < total and not self._run.done:  # done: no step fits what is left
+        while go_on and self.num_timesteps < total and not self._done(total):
             cb.on_rollout_start()
             metrics, new = self._one_update((self.num_timesteps - start) / max(1, total - start))
             state.update(iteration=state["iteration"] + 1, metrics=metrics)
@@ -303,6 +303,16 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if bar is not None:
             bar.close()
         return self
+
+    def _done(self, total: int) -> bool:
+        """Whether the run is done (the stop after solving), after making room for one last step:
+        as PPO, ``learn`` takes at least ``total_timesteps``, so where less is left than a step
+        needs (every episode takes an env step) the budget grows to hold it, and that step goes
+        past ``total_timesteps`` by less than its episodes."""
+        run = self._run
+        if self.num_timesteps < total and 0 < run.budget_left < run.step_cost:
+            self.config.total_env_steps += run.step_cost - run.budget_left
+        return run.done
 
     def _one_update(self, progress: float) -> tuple[dict[str, float], int]:
         """One step of the run (:meth:`EnvRun.step`: an update, and an evaluation when one is due);
