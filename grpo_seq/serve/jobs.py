@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..jobs.folder import checkpoints as list_checkpoints
 from ..jobs.spec import save_spec, spec_to_dict
+from .requests import RequestError
 from .store import Store
 from .worker import run
 
@@ -86,11 +88,18 @@ class JobManager:
             record = {"id": job_id, "kind": spec.KIND, "model_name": model_name or job_id, "created": time.time(),
                       "resumes": 0}
         job_dir = self.store.job_dir(record["id"])
-        job_dir.mkdir(parents=True, exist_ok=True)
-        if record.get("resumes", 0) == 0:
-            spec.output_dir = str(self.store.run_dir(record["id"]))
-        save_spec(spec, job_dir / "spec.json")
-        (job_dir / "progress.json").unlink(missing_ok=True)
+        fresh = not job_dir.exists()
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+            if record.get("resumes", 0) == 0:
+                spec.output_dir = str(self.store.run_dir(record["id"]))
+            save_spec(spec, job_dir / "spec.json")
+            (job_dir / "progress.json").unlink(missing_ok=True)
+        except OSError as e:  # a full disk, a read-only store: no job, and no empty folder of one left
+            if fresh:
+                shutil.rmtree(job_dir, ignore_errors=True)
+            raise RequestError(507, f"the store ({self.store.root}) cannot hold a new job: {e.strerror or e}; "
+                               "free space there and ask again") from None
         record.update(state="queued", spec=spec_to_dict(spec), error=None, exit_code=None, ended=None,
                       started=time.time(), cancel=False)
         with self.lock:

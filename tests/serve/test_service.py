@@ -80,6 +80,25 @@ def test_a_resume_never_re_points_a_model_name_another_job_holds_now(server, tra
                                     "another model_name instead")
 
 
+def test_a_full_store_is_a_507_and_leaves_no_job_folder(tmp_path, monkeypatch):
+    import errno
+
+    import grpo_seq.serve.jobs as jobs
+    from grpo_seq.jobs import EnvJob
+    from grpo_seq.serve.requests import RequestError
+    from grpo_seq.serve.store import Store
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jobs, "save_spec", full)
+    store = Store(tmp_path / "store")
+    with pytest.raises(RequestError) as refused:
+        jobs.JobManager(store, 2).start(EnvJob(env_id="CartPole-v1"), "no-room")
+    assert refused.value.status == 507 and "cannot hold a new job: No space left on device" in refused.value.reason
+    assert list((tmp_path / "store" / "jobs").iterdir()) == []
+
+
 def test_a_model_whose_folder_was_removed_is_a_410_naming_the_folder(server, trained):
     path = server.store / "models" / "test.json"
     kept = path.read_text()
