@@ -27,23 +27,14 @@ def note_run_dir(path: str | os.PathLike | None) -> None:
     _run_dir = Path(path) if path is not None else None
 
 
-def _mount_point(path: Path) -> Path:
-    """The mount point of the filesystem holding ``path`` (or its nearest existing parent)."""
-    path = path.resolve()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    dev = path.stat().st_dev
-    while path != path.parent and path.parent.stat().st_dev == dev:
-        path = path.parent
-    return path
-
-
 def _no_space_message(e: OSError) -> str:
     """One line: where the disk is full and, when the run folder holds a checkpoint, how to resume."""
+    from ..io.disk import mount_point
+
     where = _run_dir if _run_dir is not None else Path(e.filename) if e.filename else None
     if where is None:
         return "error: no space left on device; free some space and run again"
-    msg = f"error: no space left on {_mount_point(where)} (writing to {where})"
+    msg = f"error: no space left on {mount_point(where)} (writing to {where})"
     if e.strerror and e.strerror != os.strerror(errno.ENOSPC):  # the free-space check says what was short
         msg += f": {e.strerror}"
     return msg + _way_out("free some space")

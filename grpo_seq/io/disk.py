@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 __all__ = ["disk_use", "format_bytes", "disk_use_line", "check_free_space", "file_size_limit", "check_output_dir",
-           "nearest_existing"]
+           "nearest_existing", "mount_point"]
 
 
 def disk_use(folder: str | Path) -> dict[str, int]:
@@ -100,3 +100,12 @@ def check_output_dir(path: str | os.PathLike, option: str = "--output_dir") -> N
     if not os.access(found, os.W_OK | os.X_OK):
         where = "the folder is" if found == path.absolute() else f"{found}, where it would be made, is"
         raise UsageError(f"{option} {path}: {where} read-only for this user; give a folder you can write to")
+
+
+def mount_point(path: str | os.PathLike) -> Path:
+    """The mount point of the filesystem holding ``path`` (or its nearest existing parent)."""
+    path = nearest_existing(Path(path).resolve())
+    dev = path.stat().st_dev
+    while path != path.parent and path.parent.stat().st_dev == dev:
+        path = path.parent
+    return path

@@ -10,6 +10,7 @@ the job checkpoints and exits rather than train on unwatched.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -93,3 +94,23 @@ def run(job_dir: str, alive: Any) -> None:
     except UsageError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
         sys.exit(1)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EFBIG):
+            raise
+        print(_disk_error_line(e, Path(job_dir)), file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _disk_error_line(e: OSError, job_dir: Path) -> str:
+    """One line for a full disk (or a file over ``ulimit -f``): where, and how to go on: the job's
+    newest complete checkpoint is intact, so the job resumes from it (``POST /jobs/{id}/resume``)."""
+    from ..io.disk import mount_point
+    from ..jobs.folder import checkpoints
+
+    what = (f"no space left on {mount_point(job_dir)}" if e.errno == errno.ENOSPC
+            else "a file over this process's size limit (ulimit -f)")
+    found = checkpoints(job_dir / "run")
+    if found:
+        return (f"error: {what} (writing to {e.filename or job_dir}); the last complete checkpoint, {found[-1]}, is "
+                f"intact: free some space, then resume the job (POST /jobs/{job_dir.name}/resume)")
+    return f"error: {what} (writing to {e.filename or job_dir}); free some space and train again"

@@ -240,3 +240,18 @@ def test_a_restart_finds_the_models_and_names_the_checkpoint_of_a_job_it_left_ru
     assert {k: jobs[k]["state"] for k in ended} == ended
     assert jobs[orphan]["state"] == "failed" and "the service stopped while this job ran" in jobs[orphan]["error"]
     verify_checkpoint(jobs[orphan]["checkpoint"])
+
+
+def test_a_jobs_full_disk_is_one_line_naming_the_checkpoint_and_the_resume_route(tmp_path):
+    import errno
+
+    from grpo_seq.serve.worker import _disk_error_line
+
+    job = tmp_path / "jobs" / "0123456789ab"
+    full = OSError(errno.ENOSPC, "No space left on device", str(job / "run" / "metrics.jsonl"))
+    assert _disk_error_line(full, job).endswith("; free some space and train again")  # nothing to resume from
+    (job / "run" / "checkpoints" / "step_00000003").mkdir(parents=True)
+    line = _disk_error_line(full, job)
+    assert line.startswith("error: no space left on /") and "\n" not in line
+    assert line.endswith(f"the last complete checkpoint, {job / 'run' / 'checkpoints' / 'step_00000003'}, is intact: "
+                         "free some space, then resume the job (POST /jobs/0123456789ab/resume)")
