@@ -81,6 +81,8 @@ def run(job_dir: str, alive: Any) -> None:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.environ["TQDM_DISABLE"] = "1"
+    # the command a stopped run prints to resume it (the service's own argv would name the service)
+    sys.argv = ["grpo-seq run", str(Path(job_dir).resolve() / "spec.json")]
     os.nice(10)  # where cores are few, the service's answers come before a job's next step
     _stop_when_orphaned(alive)
     try:

@@ -212,6 +212,8 @@ def test_cancel_checkpoints_a_killed_job_fails_and_max_jobs_answers_429(server, 
     view = server.wait_state(cancelled, ("cancelled", "failed"))
     log = (server.store / "jobs" / cancelled / "log.txt").read_text()
     assert view["state"] == "cancelled" and f"checkpoint written to {view['checkpoint']}" in log, log[-2000:]
+    job = (server.store / "jobs" / cancelled).resolve()  # the command it prints resumes it from a shell too
+    assert f"Resume with: grpo-seq run {job / 'spec.json'} --resume_from " in log, log[-2000:]
     again = server.client.delete(f"/jobs/{cancelled}")
     assert again.status_code == 409 and again.json()["detail"] == f"job {cancelled}: already cancelled"
     verify_checkpoint(view["checkpoint"])  # complete: every file its manifest lists, with its hash
