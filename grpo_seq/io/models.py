@@ -115,6 +115,8 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
         logger.info("using the dequantised copy of %s kept in %s", gguf, cache)
         source, gguf = str(cache), None
     kwargs = {"gguf_file": gguf} if gguf else {}
+    if gguf and cache is not None and dtype == "float32":  # the only slow load: say why it waits, once
+        logger.warning("dequantising %s to float32, once: later loads read the copy kept in %s", gguf, cache)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **kwargs)
         lm = AutoModelForCausalLM.from_pretrained(source, dtype=_DTYPES[dtype], trust_remote_code=trust_remote_code, **kwargs)
