@@ -656,7 +656,7 @@ def lm_learning() -> tuple[str, list]:
                                f"{_points(f['over_constant'])}" if const else ""))
     text = ("## Does the reasoning-gym recipe make the model better? Held-out gains over seeds\n\n"
             "Each row: `recipes/reasoning_gym.py` with the arm's options, trained for the minutes shown on this "
-            "machine's 2 cores, once per training seed, then the base model and each trained model answer the same "
+            "machine (the note says on how many threads), once per training seed, then the base model and each trained model answer the same "
             "held-out items greedily (items from generator seed task seed + 1,000,003, none a training question). "
             "Gain: the trained models' score averaged over seeds minus the base model's, per item, with its 95% "
             "interval over the items (points); per seed: each seed's own difference. Best constant: the one answer "
