@@ -117,15 +117,12 @@ class EnvGroupSampler(RandomStreams):
     own envs, stepped in place; the episodes run in waves of ``len(env_objects)``, one episode
     per object at a time, each reset with its group's seed, so that an env whose episodes depend
     on the ones it has run before (a curriculum, a counter) sees them in order.
-    ``obs_transform`` (an :class:`~grpo_seq.sampling.base.ObsTransform`): maps a batch of the env's
-    observations ``(n, obs_dim)`` to what the policy sees (a running normalisation, fixed within a
-    rollout); the batch's context holds the transformed ones, and after each rollout the transform
-    is updated with the env's own observations of every real step (``last_raw_obs``).
+    ``obs_transform`` (:class:`~grpo_seq.sampling.base.ObsTransform`): what the policy sees of an
+    observation, fixed within a rollout, then updated with the env's own ones (``last_raw_obs``).
     ``reward_fn(state, action, next_state)``: per-step rewards in place of the env's, for training (:mod:`grpo_seq.sampling.step_reward`),
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
-    ``bonus``: an exploration bonus added to each step's training reward, e.g. a
-    :class:`~grpo_seq.sampling.novelty.NoveltyBonus` that breaks ties between members; the batch's
-    ``reward/env_return`` metric is the env's own mean episode return, without it.
+    ``bonus``: added to each step's training reward (a :class:`~grpo_seq.sampling.novelty.NoveltyBonus`
+    breaks ties between members); ``reward/env_return`` is the env's own mean return, without it.
     ``branch_prob``: each group starts, with this probability, from a state the previous rollout
     visited (a copy of one of its envs at a step drawn uniformly from all its steps,
     :mod:`grpo_seq.sampling.branching`) instead of a reset; ``last_branched`` marks those
@@ -292,10 +289,11 @@ class EnvGroupSampler(RandomStreams):
 
     def _transform_context(self, obs_buf: np.ndarray, mask: np.ndarray, t: int) -> None:
         """The policy's view of every stored observation, in place (the transform is fixed within a
-        rollout, so this is what the actor saw); the env's own real ones go to ``last_raw_obs``."""
+        rollout, so this is what the actor saw); the env's own real ones, ``last_raw_obs``, move it."""
         self.last_raw_obs = obs_buf[:t].transpose(1, 0, 2)[mask.T]  # episode by episode, as the batch's rows
         flat = obs_buf[: t + 1].reshape(-1, self.obs_dim)
         obs_buf[: t + 1] = self.obs_transform(flat).reshape(t + 1, -1, self.obs_dim)
+        self.obs_transform.update(self.last_raw_obs)
 
     def _check_finite(self, obs: np.ndarray, rewards: np.ndarray) -> None:
         """Name the first step with a NaN or inf; checked once per rollout, not at every step."""
@@ -341,7 +339,6 @@ class EnvGroupSampler(RandomStreams):
             rew_buf[:t] = self._user_rewards(obs_buf, act_buf, mask_buf[:t], t)
         if self.obs_transform is not None:
             self._transform_context(obs_buf, mask_buf[:t], t)
-            self.obs_transform.update(self.last_raw_obs)
         if self.bonus is not None:
             rew_buf[:t] += self.bonus(obs_buf[1 : t + 1], mask_buf[:t])
         mask = torch.from_numpy(np.ascontiguousarray(mask_buf[:t].T))

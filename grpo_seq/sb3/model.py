@@ -305,10 +305,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         return self
 
     def _done(self, total: int) -> bool:
-        """Whether the run is done (the stop after solving), after making room for one last step:
-        as PPO, ``learn`` takes at least ``total_timesteps``, so where less is left than a step
-        needs (every episode takes an env step) the budget grows to hold it, and that step goes
-        past ``total_timesteps`` by less than its episodes."""
+        """Whether the run is done, after making room for a last step: as PPO, ``learn`` takes at least
+        ``total_timesteps`` (where less is left than a step needs, the budget grows to hold one)."""
         run = self._run
         if self.num_timesteps < total and 0 < run.budget_left < run.step_cost:
             self.config.total_env_steps += run.step_cost - run.budget_left
