@@ -597,6 +597,16 @@ def _learning_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
     return groups
 
 
+def items_interval(diffs: list[float], reference: list[float]) -> tuple[float, float, float]:
+    """The mean of per-item values (each item's difference, averaged over seeds) with its 95% normal
+    interval over the items, cut to what a score in [0, 1] minus ``reference``'s can reach (near a
+    score of 100% the normal approximation runs past it); ``reference`` all 0: a score's own interval."""
+    m, n = statistics.mean(diffs), len(diffs)
+    half = 1.959964 * statistics.stdev(diffs) / math.sqrt(n) if n > 1 else 0.0
+    ref = statistics.mean(reference)
+    return m, max(m - half, -ref), min(m + half, 1.0 - ref)
+
+
 def _over_seeds(runs: list[dict]) -> dict:
     """One arm's runs on the same held-out items: the base score, the trained score averaged over
     seeds, and the difference per item averaged over seeds with its 95% normal interval over the
@@ -607,22 +617,13 @@ def _over_seeds(runs: list[dict]) -> dict:
     best = max(runs, key=lambda run: sum(run["heldout"]["scores"].get("best_constant") or [-1.0]))
     const = best["heldout"]["scores"].get("best_constant")
     mean_t = [statistics.mean(col) for col in zip(*trained)]
-
-    def interval(diffs: list[float], reference: list[float]) -> tuple[float, float, float]:
-        """The normal interval, cut to what a score in [0, 1] minus ``reference``'s can reach (near
-        a score of 100% the normal approximation runs past it)."""
-        m, n = statistics.mean(diffs), len(diffs)
-        half = 1.959964 * statistics.stdev(diffs) / math.sqrt(n) if n > 1 else 0.0
-        ref = statistics.mean(reference)
-        return m, max(m - half, -ref), min(m + half, 1.0 - ref)
-
     out = {"n": len(base), "base": statistics.mean(base), "trained": statistics.mean(mean_t),
-           "gain": interval([t - b for t, b in zip(mean_t, base)], base),
+           "gain": items_interval([t - b for t, b in zip(mean_t, base)], base),
            "per_seed": [run["heldout"]["trained_minus_base"]["value"] for run in runs],
            "steps": statistics.median(run["steps"] for run in runs), "minutes": runs[0]["minutes"]}
     if const is not None:
         out["constant"] = (best["heldout"]["best_constant"]["completion"], statistics.mean(const))
-        out["over_constant"] = interval([t - c for t, c in zip(mean_t, const)], const)
+        out["over_constant"] = items_interval([t - c for t, c in zip(mean_t, const)], const)
     return out
 
 
