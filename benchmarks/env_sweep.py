@@ -39,7 +39,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     # imported here, not at the top: --from_records trains nothing and starts in a fraction of the time
     from accelerate.utils import set_seed
 
-    from grpo_seq import GRPOTrainer
+    from grpo_seq import GRPOLoop
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
     from grpo_seq.jobs.env import make_policy, make_sampler, solved_threshold
     from grpo_seq.jobs.env_spec import EnvJob
@@ -49,7 +49,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     policy = make_policy(args)
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
-    trainer = GRPOTrainer(args, policy, sampler, accelerator)
+    trainer = GRPOLoop(args, policy, sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed))
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
     while trainer.tokens_sampled < min(cap, args.total_env_steps):

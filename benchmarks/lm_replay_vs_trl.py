@@ -122,9 +122,9 @@ def run_trl(a: argparse.Namespace, model: Path, data: Path, out: Path) -> dict:
 class ReplaySampler:
     """Hands the trainer TRL's recorded batches, one per step, as our sampler would have built them."""
 
-    def __init__(self, batches: list[dict], tokenizer, group_size: int, temperature: float):
-        self.batches, self.tokenizer, self.group_size, self.temperature = batches, tokenizer, group_size, temperature
-        self.num_groups = len(batches[0]["rows"]) // group_size
+    def __init__(self, batches: list[dict], tokenizer, num_generations: int, temperature: float):
+        self.batches, self.tokenizer, self.num_generations, self.temperature = batches, tokenizer, num_generations, temperature
+        self.num_groups = len(batches[0]["rows"]) // num_generations
         self.step = 0
         self.mask_mismatches: list[int] = []  # rows per step where our completion mask differs from TRL's
 
@@ -134,7 +134,7 @@ class ReplaySampler:
 
         rec = self.batches[self.step]
         self.step += 1
-        G, tok = self.group_size, self.tokenizer
+        G, tok = self.num_generations, self.tokenizer
         rows = rec["rows"][::G]  # TRL keeps a copy of each prompt's row, ids and mask per completion
         if not torch.equal(rec["prompt_ids"], rec["prompt_ids"][::G].repeat_interleave(G, 0)):
             raise ValueError(f"TRL's batch {self.step} is not laid out group by group ({G} rows per prompt)")
@@ -148,20 +148,20 @@ class ReplaySampler:
 def run_ours(a: argparse.Namespace, model_dir: Path, trl: dict, trl_final: Path, score_temperature: float) -> dict:
     from accelerate import Accelerator
 
-    from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, RewardScorer
+    from grpo_seq import CausalLMPolicy, GRPOLoop, LoopConfig, RewardScorer
     from grpo_seq.io.models import load_model_and_tokenizer
     from reward_fns import REGISTRY
 
     torch.set_num_threads(os.cpu_count() or 1)
     model, tok = load_model_and_tokenizer(str(model_dir), "float32")
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
-    cfg = GRPOConfig(
+    cfg = LoopConfig(
         num_groups=a.prompts_per_step, num_generations=a.num_generations, learning_rate=a.learning_rate,
         lr_schedule="constant", max_grad_norm=1.0, mu=1, epsilon=0.2, beta=a.beta, loss_type="grpo",
         scale_rewards=True, micro_batch_size=8, seed=a.seed,
     )
     sampler = ReplaySampler(trl["batches"], tok, a.num_generations, score_temperature)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler, Accelerator(cpu=True),
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), sampler, Accelerator(cpu=True),
                           score_fn=RewardScorer(a.reward_fns, registry=REGISTRY))
     steps = []
     for k in range(a.steps):

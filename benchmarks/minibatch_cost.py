@@ -32,7 +32,7 @@ from accelerate import Accelerator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer  # noqa: E402
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop  # noqa: E402
 from grpo_seq.envs.obs_scale import rollout_obs_scale  # noqa: E402
 from grpo_seq.sampling.novelty import NoveltyBonus  # noqa: E402
 
@@ -54,15 +54,15 @@ class MaskedScoring(CategoricalMLPPolicy):
     scores_steps_independently = False
 
 
-def trainer(env_id: str, options: dict, masked: bool, seed: int) -> GRPOTrainer:
-    cfg = GRPOConfig(learning_rate=1e-3, beta=0.0, advantage="stepwise", gamma=0.99, loss_type="bnpo", seed=seed,
+def trainer(env_id: str, options: dict, masked: bool, seed: int) -> GRPOLoop:
+    cfg = LoopConfig(learning_rate=1e-3, beta=0.0, advantage="stepwise", gamma=0.99, loss_type="bnpo", seed=seed,
                      **options)
     scale = rollout_obs_scale(env_id, seed=seed)
     bonus = NoveltyBonus(0.01, scale, 20) if env_id != "CartPole-v1" else None
     sampler = EnvGroupSampler(env_id, cfg.num_groups, cfg.num_generations, seed=seed, bonus=bonus)
     torch.manual_seed(seed)
     cls = MaskedScoring if masked else CategoricalMLPPolicy
-    return GRPOTrainer(cfg, cls(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
+    return GRPOLoop(cfg, cls(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
 
 
 def measure(env_id: str, options: dict, steps: int, seed: int) -> dict:

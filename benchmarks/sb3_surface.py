@@ -4,7 +4,7 @@
     python benchmarks/sb3_surface.py --question modes --seeds $(seq 0 19)
 
 ``recipe``: for each seed, the loop of ``recipes/cartpole.py`` (as ``benchmarks/env_sweep.py``
-runs it: CartPoleConfig, make_policy, GRPOTrainer) and ``GRPO("MlpPolicy", "CartPole-v1",
+runs it: CartPoleConfig, make_policy, GRPOLoop) and ``GRPO("MlpPolicy", "CartPole-v1",
 seed=S).learn(50_000, callback=...)``, alternating which goes first. ``modes``: the surface's
 episode groups against per-state alternatives (``group_mode="alternatives"``), with and without a
 shaped ``reward_function``. Every run evaluates 10 greedy episodes (``PolicyEvaluator``, seed
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 from cartpole import CartPoleConfig, make_policy  # noqa: E402
 
-from grpo_seq import GRPO, EnvGroupSampler, GRPOTrainer  # noqa: E402
+from grpo_seq import GRPO, EnvGroupSampler, GRPOLoop  # noqa: E402
 from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed  # noqa: E402
 
 import record  # noqa: E402
@@ -58,7 +58,7 @@ def recipe_run(seed: int, eval_every: int, cap: int, accelerator: Accelerator) -
     args = CartPoleConfig(seed=seed)
     set_seed(seed)
     sampler = EnvGroupSampler(args.env_id, args.num_groups, args.num_generations, seed=seed)
-    trainer = GRPOTrainer(args, make_policy(args, sampler), sampler, accelerator)
+    trainer = GRPOLoop(args, make_policy(args, sampler), sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, 10, seed=eval_stream_seed(seed))
     start, next_eval = time.perf_counter(), eval_every
     while trainer.tokens_sampled < cap:

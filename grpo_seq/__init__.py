@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .math.advantages import compute_advantages, outcome_advantages, process_advantages, stepwise_return_advantages
     from .math.batch import RolloutBatch
-    from .loop.config import GRPOConfig
+    from .loop.config import LoopConfig
     from .envs.text import TextEnvGroupSampler
     from .math.objective import aggregate, clipped_surrogate, grpo_loss, k3_kl, probability_ratio, token_logprobs
     from .policies import CategoricalMLPPolicy, CausalLMPolicy
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .sampling import EnvGroupSampler, GroupSampler, LMGroupSampler
     from .io.serialization import load_policy, save_policy
     from .sb3 import GRPO
-    from .loop.trainer import GRPOTrainer
+    from .loop.trainer import GRPOLoop
 
 __version__ = "0.1.0"
 
@@ -31,7 +31,7 @@ _SUBMODULE = {
     "outcome_advantages": ".math.advantages", "process_advantages": ".math.advantages",
     "stepwise_return_advantages": ".math.advantages", "compute_advantages": ".math.advantages",
     "RolloutBatch": ".math.batch",
-    "GRPOConfig": ".loop.config",
+    "LoopConfig": ".loop.config",
     "aggregate": ".math.objective", "clipped_surrogate": ".math.objective", "grpo_loss": ".math.objective",
     "k3_kl": ".math.objective", "probability_ratio": ".math.objective", "token_logprobs": ".math.objective",
     "CategoricalMLPPolicy": ".policies", "CausalLMPolicy": ".policies",
@@ -40,12 +40,15 @@ _SUBMODULE = {
     "EnvGroupSampler": ".sampling", "GroupSampler": ".sampling", "LMGroupSampler": ".sampling",
     "TextEnvGroupSampler": ".envs.text",
     "load_policy": ".io.serialization", "save_policy": ".io.serialization",
-    "GRPOTrainer": ".loop.trainer",
+    "GRPOLoop": ".loop.trainer",
     "GRPO": ".sb3",
 }
 
+# The core's former names, which TRL's own classes also bear: a clear error rather than a mix-up.
+_RENAMED = {"GRPOTrainer": "GRPOLoop", "GRPOConfig": "LoopConfig"}
+
 __all__ = [
-    "GRPOConfig", "GRPOTrainer", "RolloutBatch", "GroupSampler", "EnvGroupSampler", "CategoricalMLPPolicy",
+    "LoopConfig", "GRPOLoop", "RolloutBatch", "GroupSampler", "EnvGroupSampler", "CategoricalMLPPolicy",
     "CausalLMPolicy", "LMGroupSampler", "TextEnvGroupSampler", "RewardScorer", "load_reward_fn",
     "outcome_advantages", "process_advantages", "stepwise_return_advantages", "compute_advantages",
     "token_logprobs", "probability_ratio", "k3_kl", "clipped_surrogate", "aggregate", "grpo_loss",
@@ -55,6 +58,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _SUBMODULE.get(name)
+    if name in _RENAMED:
+        raise AttributeError(f"grpo_seq.{name} is now grpo_seq.{_RENAMED[name]}; TRL's interface is "
+                             f"grpo_seq.trl.{name}")
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)

@@ -237,7 +237,7 @@ def test_anchor_step_advantages_are_zero_where_states_never_repeat_or_returns_ti
 def test_compute_advantages_adds_w_times_the_anchor_part_to_the_groups():
     from grpo_seq.math.advantages import compute_advantages, group_advantages
     from grpo_seq.math.batch import RolloutBatch
-    from grpo_seq.loop.config import GRPOConfig
+    from grpo_seq.loop.config import LoopConfig
 
     # one group of 2 episodes of 3 steps, observations as in the hand-computed case, reward 1 on
     # a member's last step only; gamma 1: returns-to-go [[1, 1, 1], [1, 1, 1]] but member 1's
@@ -246,28 +246,28 @@ def test_compute_advantages_adds_w_times_the_anchor_part_to_the_groups():
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]]).bool()
     step_r = torch.tensor([[0.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
     batch = RolloutBatch(context=obs, tokens=torch.zeros(2, 3, dtype=torch.long), mask=mask, group=torch.zeros(2, dtype=torch.long),
-                         group_size=2, rewards=step_r.sum(1), step_rewards=step_r)
-    cfg = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0, step_advantage_w=0.5)
+                         num_generations=2, rewards=step_r.sum(1), step_rewards=step_r)
+    cfg = LoopConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0, step_advantage_w=0.5)
     # returns-to-go: member 0 [2, 2, 2], member 1 [1, 1, -]
     # observation 0 at (0,0) R 2, (0,2) R 2, (1,1) R 1: mean 5/3 -> +1/3, +1/3, -2/3
     # observation 1 at (0,1) R 2, (1,0) R 1: mean 1.5 -> +0.5, -0.5
     anchor = torch.tensor([[1 / 3, 0.5, 1 / 3], [-0.5, -2 / 3, 0.0]])
     expected = group_advantages(batch, cfg) + 0.5 * anchor
     torch.testing.assert_close(compute_advantages(batch, cfg), expected)
-    off = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0)
+    off = LoopConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, beta=0.0)
     torch.testing.assert_close(compute_advantages(batch, off), group_advantages(batch, off))
 
 
 def test_step_advantage_w_refuses_a_batch_without_an_observation_per_step():
     from grpo_seq.math.advantages import compute_advantages
     from grpo_seq.math.batch import RolloutBatch
-    from grpo_seq.loop.config import GRPOConfig
+    from grpo_seq.loop.config import LoopConfig
     from grpo_seq.errors import ConfigError
 
     text = RolloutBatch(context=torch.ones(2, 4, dtype=torch.long), tokens=torch.ones(2, 3, dtype=torch.long),
-                        mask=torch.ones(2, 3).bool(), group=torch.zeros(2, dtype=torch.long), group_size=2,
+                        mask=torch.ones(2, 3).bool(), group=torch.zeros(2, dtype=torch.long), num_generations=2,
                         rewards=torch.tensor([0.0, 1.0]), step_rewards=torch.zeros(2, 3))
     with pytest.raises(ValueError, match="step_advantage_w"):
-        compute_advantages(text, GRPOConfig(advantage="stepwise", beta=0.0, step_advantage_w=1.0))
+        compute_advantages(text, LoopConfig(advantage="stepwise", beta=0.0, step_advantage_w=1.0))
     with pytest.raises(ConfigError, match="step_advantage_w"):
-        GRPOConfig(step_advantage_w=-1.0)
+        LoopConfig(step_advantage_w=-1.0)

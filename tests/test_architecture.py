@@ -106,7 +106,7 @@ def test_no_door_imports_another_door():
 DOOR_MAY_NOT_IMPORT = ("grpo_seq.sampling", "grpo_seq.loop", "grpo_seq.io.checkpoint", "grpo_seq.policies")
 # ... except these, each for its reason
 DOOR_MAY_IMPORT = {
-    "grpo_seq.loop.config": "GRPOConfig, the public config each door maps its users' option names onto",
+    "grpo_seq.loop.config": "LoopConfig, the public config each door maps its users' option names onto",
     "grpo_seq.sampling.spaces": "the space codec: the SB3 door takes SB3's spaces exactly as the sampler encodes them",
     "grpo_seq.policies.mlp": "the SB3 door's MlpPolicy is the core MLP with SB3's spaces, predict and save",
 }

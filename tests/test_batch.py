@@ -8,7 +8,7 @@ from grpo_seq.math.batch import RolloutBatch, TextSamples
 
 def batch(**kw):
     args = dict(context=torch.zeros(4, 3, 2), tokens=torch.zeros(4, 3, dtype=torch.long),
-                mask=torch.ones(4, 3, dtype=torch.bool), group=torch.tensor([0, 0, 1, 1]), group_size=2,
+                mask=torch.ones(4, 3, dtype=torch.bool), group=torch.tensor([0, 0, 1, 1]), num_generations=2,
                 rewards=torch.tensor([1.0, 2.0, 3.0, 4.0]))
     args.update(kw)
     return RolloutBatch(**args)
@@ -19,8 +19,8 @@ def batch(**kw):
     ("rewards", torch.zeros(3), r"RolloutBatch.rewards is shaped \(3,\); expected \(4,\)"),
     ("advantages", torch.zeros(4, 4), r"RolloutBatch.advantages is shaped \(4, 4\)"),
     ("prompt_mask", torch.ones(2, 5), r"RolloutBatch.prompt_mask is shaped \(2, 5\); expected \(4,\)"),
-    ("group_size", 1, "group_size must be >= 2"),
-    ("group_size", 3, "batch of 4 outputs is not divisible by group_size 3"),
+    ("num_generations", 1, "num_generations must be >= 2"),
+    ("num_generations", 3, "batch of 4 outputs is not divisible by num_generations 3"),
 ])
 def test_a_field_of_the_wrong_shape_is_named(field, value, message):
     with pytest.raises(ValueError, match=message):

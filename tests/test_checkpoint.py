@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, LMGroupSampler
+from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, LoopConfig, GRPOLoop, LMGroupSampler
 from grpo_seq.io.checkpoint import CheckpointError, list_checkpoints, resolve_checkpoint, write_manifest
 from grpo_seq.loop.stopping import resume_command
 from tiny_lm import make_tiny_lm
@@ -67,11 +67,11 @@ def test_a_signal_mid_run_then_resume_ends_exactly_like_an_uninterrupted_run(tmp
     assert steps(cut) == steps(whole)
 
 
-def cartpole_trainer(out: Path, **kw) -> GRPOTrainer:
+def cartpole_trainer(out: Path, **kw) -> GRPOLoop:
     torch.manual_seed(0)
-    cfg = GRPOConfig(num_generations=2, num_groups=1, beta=0.0, learning_rate=1e-2, advantage="stepwise",
+    cfg = LoopConfig(num_generations=2, num_groups=1, beta=0.0, learning_rate=1e-2, advantage="stepwise",
                      loss_type="bnpo", output_dir=str(out), **kw)
-    return GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2, seed=3))
+    return GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2, seed=3))
 
 
 def test_damaged_checkpoint_is_refused_by_name_and_the_previous_one_used(tmp_path, capsys):
@@ -127,7 +127,7 @@ def _reward_sevens(prompts, completions, **_):
     return [c[0]["content"].count("7") / max(1, len(c[0]["content"])) for c in completions]
 
 
-def lm_trainer(out: Path, lora: bool = False, beta: float = 0.04) -> GRPOTrainer:
+def lm_trainer(out: Path, lora: bool = False, beta: float = 0.04) -> GRPOLoop:
     from grpo_seq import RewardScorer
 
     model, tok = make_tiny_lm(seed=0)
@@ -137,12 +137,12 @@ def lm_trainer(out: Path, lora: bool = False, beta: float = 0.04) -> GRPOTrainer
         model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
     torch.manual_seed(0)
     rows = [{"prompt": [{"role": "user", "content": f"say {i}"}], "answer": str(i)} for i in range(5)]
-    cfg = GRPOConfig(num_generations=2, num_groups=2, beta=beta, learning_rate=3e-2, output_dir=str(out), seed=1)
+    cfg = LoopConfig(num_generations=2, num_groups=2, beta=beta, learning_rate=3e-2, output_dir=str(out), seed=1)
     sampler = LMGroupSampler(tok, rows, 2, 2, max_completion_length=6, temperature=1.0, seed=1)
-    return GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler, score_fn=RewardScorer([_reward_sevens]))
+    return GRPOLoop(cfg, CausalLMPolicy(model, tok), sampler, score_fn=RewardScorer([_reward_sevens]))
 
 
-def _trained(t: GRPOTrainer) -> dict[str, torch.Tensor]:
+def _trained(t: GRPOLoop) -> dict[str, torch.Tensor]:
     return {n: p.detach().clone() for n, p in t.policy.named_parameters() if p.requires_grad}
 
 
@@ -197,8 +197,8 @@ def test_resume_after_kill_9_drops_later_rows_and_a_half_written_line(tmp_path):
 
 def test_the_final_model_shares_the_last_checkpoints_weights_and_the_optimizer_is_optional(tmp_path, caplog):
     sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
-    cfg = GRPOConfig(num_groups=1, num_generations=2, beta=0.0, output_dir=str(tmp_path), save_optimizer=False)
-    t = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), sampler)
+    cfg = LoopConfig(num_groups=1, num_generations=2, beta=0.0, output_dir=str(tmp_path), save_optimizer=False)
+    t = GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), sampler)
     t.step()
     folder = t.save_checkpoint()
     final = t.save()
@@ -210,7 +210,7 @@ def test_the_final_model_shares_the_last_checkpoints_weights_and_the_optimizer_i
     again = t.save(tmp_path / "later")  # a step after the checkpoint: written, not linked
     assert os.stat(again / "model.safetensors").st_ino != os.stat(linked).st_ino
     t.close()
-    resumed = GRPOTrainer(GRPOConfig(**{**cfg.to_dict(), "resume_from": str(tmp_path)}), CategoricalMLPPolicy(4, 2),
+    resumed = GRPOLoop(LoopConfig(**{**cfg.to_dict(), "resume_from": str(tmp_path)}), CategoricalMLPPolicy(4, 2),
                           EnvGroupSampler("CartPole-v1", 1, 2, seed=0))
     resumed.resume(tmp_path)
     assert resumed.step_count == 1 and "holds no optimizer state" in caplog.text

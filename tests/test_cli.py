@@ -51,7 +51,7 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
     assert written.pop("launch")["num_processes"] == 1  # how it was launched: recorded, not an option
     # every value as the file gave it, the flag overriding one; the nulls resolved to CartPole's defaults
     assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
-                       "advantage": "stepwise", "scale_rewards": True, "absorb_ended": False, "adam_beta2": 0.95,
+                       "advantage": "stepwise", "scale_rewards": "group", "absorb_ended": False, "adam_beta2": 0.95,
                        "obs_center": False, "ent_coef": 0.0, "minibatch_tokens": 0, "step_advantage_w": 0.0}
     assert json.loads((tmp_path / "run/summary.json").read_text())["seed"] == 7
 
@@ -60,7 +60,7 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
     ("learning_rate: 1e-3\nlr: 3\n", "unknown option(s) ['lr']"),
     ("learning_rate: fast\n", "option 'learning_rate' takes float | None, got 'fast'"),
     ("kind: lm\n", "holds a 'lm' job; this program runs 'env' jobs"),
-    ("epsilon: 0\n", "GRPOConfig.epsilon: must be in (0, 1), got 0.0"),
+    ("epsilon: 0\n", "LoopConfig.epsilon: must be in (0, 1), got 0.0"),
     ("- a\n- b\n", "expected a mapping of option: value, got a list"),
     ("a: [\n", "not valid YAML"),
 ])
@@ -72,7 +72,7 @@ def test_a_bad_config_file_is_one_error_naming_it(tmp_path, capsys, text, messag
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err, err
-    if "GRPOConfig" not in message and "argument" not in message:
+    if "LoopConfig" not in message and "argument" not in message:
         assert str(f) in err
 
 

@@ -12,7 +12,7 @@ import torch
 from accelerate import Accelerator
 from torch import nn
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop
 from grpo_seq.math.batch import RolloutBatch
 from grpo_seq.loop.dynamic_sampling import DYNAMIC_SAMPLING_METRICS, concat_groups, fill_informative
 from grpo_seq.errors import ConfigError
@@ -23,11 +23,11 @@ ACC = Accelerator(cpu=True)
 
 def env_trainer(sampler_wrapper=None, **overrides):
     kw = {"num_groups": 4, "num_generations": 4, "learning_rate": 1e-2, "beta": 0.0, "seed": 0, **overrides}
-    cfg = GRPOConfig(**kw)
+    cfg = LoopConfig(**kw)
     sampler = EnvGroupSampler("CartPole-v1", cfg.num_groups, cfg.num_generations, seed=cfg.seed)
     torch.manual_seed(cfg.seed)
     policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions)
-    return GRPOTrainer(cfg, policy, sampler_wrapper(sampler) if sampler_wrapper else sampler, ACC)
+    return GRPOLoop(cfg, policy, sampler_wrapper(sampler) if sampler_wrapper else sampler, ACC)
 
 
 class Wrapped:
@@ -38,7 +38,7 @@ class Wrapped:
                            lambda self, v: setattr(self.inner, "step_budget", v))
 
     def __init__(self, inner, edit):
-        self.inner, self.edit, self.num_groups, self.group_size = inner, edit, inner.num_groups, inner.group_size
+        self.inner, self.edit, self.num_groups, self.num_generations = inner, edit, inner.num_groups, inner.num_generations
         self.drawn: list[RolloutBatch] = []
 
     def sample(self, policy):
@@ -48,7 +48,7 @@ class Wrapped:
 
 
 def flatten_first_group(batch):
-    batch.rewards[: batch.group_size] = 7.0  # group 0's members all earn the same: no signal
+    batch.rewards[: batch.num_generations] = 7.0  # group 0's members all earn the same: no signal
     return batch
 
 
@@ -61,7 +61,7 @@ def scripted(rewards: list[list[float]], lengths: list[int], G: int = 2) -> Roll
     B, T = len(rewards) * G, max(lengths)
     mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
     return RolloutBatch(context=torch.randn(B, T, 3), tokens=torch.ones(B, T, dtype=torch.long), mask=mask,
-                        group=torch.arange(len(rewards)).repeat_interleave(G), group_size=G,
+                        group=torch.arange(len(rewards)).repeat_interleave(G), num_generations=G,
                         rewards=torch.tensor(rewards).flatten(), metrics={"x": float(T)})
 
 
@@ -114,9 +114,9 @@ def test_dynamic_sampling_stays_within_the_env_step_budget():
     assert m["perf/tokens_total"] <= 40 and trainer.sampler.step_budget == 40  # the job's value, restored
 
 
-def test_sync_ref_model_mixes_the_reference_toward_the_policy():
+def test_ref_sync_with_an_alpha_mixes_the_reference_toward_the_policy():
     # alpha 0.5 every step: after one step theta_ref = (theta_0 + theta_1) / 2
-    trainer = env_trainer(beta=0.1, sync_ref_model=True, ref_model_mixup_alpha=0.5, ref_model_sync_steps=1)
+    trainer = env_trainer(beta=0.1, ref_sync_alpha=0.5, ref_sync_steps=1)
     before = weights(trainer)
     trainer.step()
     for r, b, a in zip(trainer.ref_policy.parameters(), before, weights(trainer)):
@@ -146,12 +146,13 @@ def test_mask_truncated_completions():
     assert m["policy/completion_length"] > 0  # the metrics still see the outputs as sampled
 
 
-def test_entropy_coef_needs_an_entropy_with_a_gradient_and_adapts_on_an_mlp():
-    cfg = GRPOConfig(num_groups=4, num_generations=4, entropy_coef=0.01)
+def test_the_token_mean_entropy_bonus_needs_an_entropy_with_a_gradient_and_adapts_on_an_mlp():
+    cfg = LoopConfig(num_groups=4, num_generations=4, ent_coef=0.01, ent_mean="token")
     sampler = EnvGroupSampler("CartPole-v1", 4, 4, seed=0)
-    with pytest.raises(ConfigError, match="entropy_coef"):
-        GRPOTrainer(cfg, nn.Linear(4, 2), sampler, ACC)
-    trainer = env_trainer(entropy_coef=0.01, use_adaptive_entropy=True, entropy_target=10.0, entropy_coef_delta=0.01)
+    with pytest.raises(ConfigError, match="ent_coef"):
+        GRPOLoop(cfg, nn.Linear(4, 2), sampler, ACC)
+    trainer = env_trainer(ent_coef=0.01, ent_mean="token", use_adaptive_entropy=True, entropy_target=10.0,
+                          ent_coef_delta=0.01)
     # logged after each optimizer step's update, as TRL logs it: CartPole's entropy (<= ln 2) is below the
     # target 10, so 0.01 + 0.01 after step 1 and + 0.01 after step 2 (step 1 itself applied none: nothing measured)
     assert trainer.step()["policy/entropy_coef"] == pytest.approx(0.02)
@@ -171,7 +172,7 @@ def test_every_loss_type_takes_a_finite_step_with_the_family_options(loss_type):
         extra["delta"] = 2.0
     trainer = env_trainer(loss_type=loss_type, mu=2, beta=0.02, importance_sampling_level="sequence",
                           off_policy_mask_threshold=0.5, use_bias_correction_kl=True, kl_estimator="k2",
-                          top_entropy_quantile=0.5, scale_rewards_level="batch", **extra)
+                          top_entropy_quantile=0.5, scale_rewards="batch", **extra)
     before = weights(trainer)
     m = trainer.step()
     assert all(torch.isfinite(torch.tensor(v)) for k, v in m.items() if k.startswith(("loss/", "policy/")))
@@ -183,7 +184,7 @@ def test_a_language_model_trains_with_dynamic_sampling_and_the_text_options():
     from tiny_lm import length_reward, make_sampler, make_tiny_lm
 
     model, tok = make_tiny_lm()
-    cfg = GRPOConfig(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, loss_type="cispo",
+    cfg = LoopConfig(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, loss_type="cispo",
                      epsilon_high=5.0, dynamic_sampling=True, max_resample_rounds=1, mask_truncated_completions=True,
                      top_entropy_quantile=0.5, multi_objective_aggregation="normalize_then_sum")
     scorer = RewardScorer([length_reward, copy.deepcopy(length_reward)], weights=[1.0, 0.5])
@@ -194,7 +195,7 @@ def test_a_language_model_trains_with_dynamic_sampling_and_the_text_options():
         return batch
 
     score_and_flatten_group_0.weights = scorer.weights
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok, seed=0), ACC,
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok, seed=0), ACC,
                           score_fn=score_and_flatten_group_0)
     m = trainer.step()
     assert (m["dynamic_sampling/groups_drawn"], m["dynamic_sampling/groups_dropped"]) == (4.0, 2.0)
@@ -204,7 +205,7 @@ def test_a_language_model_trains_with_dynamic_sampling_and_the_text_options():
 
 
 def test_a_checkpoint_keeps_the_mixed_reference_and_the_entropy_controller(tmp_path):
-    opts = dict(beta=0.1, sync_ref_model=True, ref_model_sync_steps=1, entropy_coef=0.01, use_adaptive_entropy=True,
+    opts = dict(beta=0.1, ref_sync_alpha=0.6, ref_sync_steps=1, ent_coef=0.01, ent_mean="token", use_adaptive_entropy=True,
                 entropy_target=10.0)
     a = env_trainer(output_dir=str(tmp_path / "a"), **opts)
     a.step()

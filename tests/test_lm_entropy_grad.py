@@ -8,7 +8,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from grpo_seq import GRPOConfig, GRPOTrainer
+from grpo_seq import LoopConfig, GRPOLoop
 from grpo_seq.policies import causal_lm
 from grpo_seq.policies.causal_lm import CausalLMPolicy
 from grpo_seq.scoring.rewards import RewardScorer
@@ -64,16 +64,16 @@ def test_entropy_gradient_equals_the_full_logits_reference(fused, share_prompt):
     torch.testing.assert_close(logp.detach() * mask, plain(batch)[0].detach() * mask, atol=1e-6, rtol=0)
 
 
-def _trainer(**overrides) -> GRPOTrainer:
+def _trainer(**overrides) -> GRPOLoop:
     model, tok = make_tiny_lm(seed=0)
-    cfg = GRPOConfig(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, **overrides)
-    return GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok, seed=0), ACC,
+    cfg = LoopConfig(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, **overrides)
+    return GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok, seed=0), ACC,
                        score_fn=RewardScorer([length_reward]))
 
 
 def test_defaults_keep_the_detached_entropy_and_an_entropy_coef_changes_the_step(monkeypatch):
-    for name, opts in {"entropy_coef": {"entropy_coef": 0.5}, "ent_coef": {"ent_coef": 0.5},
-                       "adaptive": {"use_adaptive_entropy": True}}.items():
+    for name, opts in {"token mean": {"ent_coef": 0.5, "ent_mean": "token"}, "ent_coef": {"ent_coef": 0.5},
+                       "adaptive": {"use_adaptive_entropy": True, "ent_mean": "token"}}.items():
         assert _trainer(**opts).policy.entropy_has_grad is True, name  # asked for, not refused
     calls = []
     graded = causal_lm._logprobs_and_entropy
@@ -83,7 +83,7 @@ def test_defaults_keep_the_detached_entropy_and_an_entropy_coef_changes_the_step
     assert calls == [] and plain.policy.entropy_has_grad is False  # defaults: today's detached path only
     with torch.enable_grad():
         assert not plain.policy(plain.last_batch)[1].requires_grad
-    bonus = _trainer(entropy_coef=0.5)
+    bonus = _trainer(ent_coef=0.5, ent_mean="token")
     m1 = bonus.step()
     assert calls  # the entropy term's forward passes took the path with a gradient
     # the same seed and weights draw the same batch: only the entropy term differs

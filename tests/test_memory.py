@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from grpo_seq import GRPOConfig
+from grpo_seq import LoopConfig
 
 FAULTS = """
 import json, resource, torch
@@ -37,17 +37,17 @@ def run(script: str) -> dict:
 
 
 TRAINER = FAULTS + """
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop
 
-cfg = GRPOConfig(num_groups=1, num_generations=2, beta=0.0)
-GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2, seed=0))
+cfg = LoopConfig(num_groups=1, num_generations=2, beta=0.0)
+GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2, seed=0))
 faults_of_a_fresh_block(64)
 print(json.dumps({"after": faults_of_a_fresh_block(32)}))
 """
 
 
 def test_the_config_has_no_process_wide_memory_switch():
-    assert not hasattr(GRPOConfig(), "retain_freed_memory")
+    assert not hasattr(LoopConfig(), "retain_freed_memory")
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

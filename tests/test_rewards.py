@@ -249,7 +249,7 @@ def make_batch(prompts=("p0", "p0", "p1", "p1"), completions=("a", "bb", "ccc", 
         tokens=torch.zeros(4, 3, dtype=torch.long),
         mask=torch.ones(4, 3, dtype=torch.bool),
         group=torch.tensor([0, 0, 1, 1]),
-        group_size=2,
+        num_generations=2,
         rewards=torch.zeros(4),
         text=text,
         metrics=metrics or {},
@@ -348,7 +348,7 @@ def test_scorer_missing_text():
     with pytest.raises(ValueError, match=r"needs batch.text"):
         RewardScorer(constant([0.0] * 4))(RolloutBatch(
             context=torch.zeros(4, 1), tokens=torch.zeros(4, 3, dtype=torch.long), mask=torch.ones(4, 3, dtype=torch.bool),
-            group=torch.tensor([0, 0, 1, 1]), group_size=2, rewards=torch.zeros(4),
+            group=torch.tensor([0, 0, 1, 1]), num_generations=2, rewards=torch.zeros(4),
         ))
     with pytest.raises(ValueError, match=r"columns\['answer'\] has 3 entries for a batch of 4"):
         make_batch(columns={"answer": ["1", "2", "3"]})

@@ -6,16 +6,16 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop
 
 
-def make_trainer(**overrides) -> GRPOTrainer:
+def make_trainer(**overrides) -> GRPOLoop:
     kw = dict(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, advantage="stepwise", gamma=0.99,
               loss_type="bnpo")
-    cfg = GRPOConfig(**{**kw, **overrides})
+    cfg = LoopConfig(**{**kw, **overrides})
     sampler = EnvGroupSampler("CartPole-v1", cfg.num_groups, cfg.num_generations, seed=cfg.seed)
     torch.manual_seed(cfg.seed)
-    return GRPOTrainer(cfg, CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
+    return GRPOLoop(cfg, CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
 
 
 class MaskedScoring(CategoricalMLPPolicy):
@@ -24,11 +24,11 @@ class MaskedScoring(CategoricalMLPPolicy):
     scores_steps_independently = False
 
 
-def masked_trainer(**overrides) -> GRPOTrainer:
+def masked_trainer(**overrides) -> GRPOLoop:
     trainer = make_trainer(**overrides)
     torch.manual_seed(trainer.config.seed)
     policy = MaskedScoring(trainer.sampler.obs_dim, trainer.sampler.num_actions)
-    return GRPOTrainer(trainer.config, policy, EnvGroupSampler("CartPole-v1", 2, 4, seed=0), Accelerator(cpu=True))
+    return GRPOLoop(trainer.config, policy, EnvGroupSampler("CartPole-v1", 2, 4, seed=0), Accelerator(cpu=True))
 
 
 def test_a_pass_splits_the_tokens_into_disjoint_near_equal_parts_of_every_output():
@@ -100,16 +100,16 @@ def test_one_part_holding_every_token_takes_the_same_gradient_as_whole_outputs()
 
 
 @pytest.mark.parametrize("over, message", [
-    ({"minibatch_tokens": -1}, "GRPOConfig.minibatch_tokens: must be >= 0"),
-    ({"minibatch_tokens": 64, "num_minibatches": 2}, "GRPOConfig.minibatch_tokens: splits the batch by tokens"),
-    ({"minibatch_tokens": 64, "loss_type": "grpo"}, "GRPOConfig.minibatch_tokens: needs a token-mean loss"),
-    ({"minibatch_tokens": 64, "loss_type": "dr_grpo"}, "GRPOConfig.minibatch_tokens: needs a token-mean loss"),
+    ({"minibatch_tokens": -1}, "LoopConfig.minibatch_tokens: must be >= 0"),
+    ({"minibatch_tokens": 64, "num_minibatches": 2}, "LoopConfig.minibatch_tokens: splits the batch by tokens"),
+    ({"minibatch_tokens": 64, "loss_type": "grpo"}, "LoopConfig.minibatch_tokens: needs a token-mean loss"),
+    ({"minibatch_tokens": 64, "loss_type": "dr_grpo"}, "LoopConfig.minibatch_tokens: needs a token-mean loss"),
     ({"minibatch_tokens": 64, "importance_sampling_level": "sequence"}, "needs importance_sampling_level=token"),
     ({"minibatch_tokens": 64, "off_policy_mask_threshold": 0.5}, "cannot be used with off_policy_mask_threshold"),
 ])
 def test_a_loss_that_whole_outputs_carry_refuses_token_minibatches(over, message):
     with pytest.raises(ValueError, match=message):
-        GRPOConfig(**{"loss_type": "bnpo", **over})
+        LoopConfig(**{"loss_type": "bnpo", **over})
 
 
 @pytest.mark.parametrize("over", [{"loss_type": "dapo"}, {"loss_type": "cispo", "epsilon_high": 5.0},

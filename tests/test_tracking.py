@@ -9,7 +9,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop
 from grpo_seq.io.tracking import tracker_kwargs
 
 
@@ -40,8 +40,8 @@ class Recorder(GeneralTracker):
 def test_trackers_get_every_row_with_the_same_grouped_names(tmp_path):
     rec = Recorder()
     torch.manual_seed(0)
-    cfg = GRPOConfig(num_generations=2, num_groups=1, beta=0.0, output_dir=str(tmp_path), report_to=[])
-    trainer = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2),
+    cfg = LoopConfig(num_generations=2, num_groups=1, beta=0.0, output_dir=str(tmp_path), report_to=[])
+    trainer = GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2),
                           Accelerator(cpu=True, log_with=[rec]))
     for _ in range(3):
         trainer.step()
@@ -57,8 +57,8 @@ def test_trackers_get_every_row_with_the_same_grouped_names(tmp_path):
 
 def test_a_statistic_of_no_scored_token_is_null_in_the_file_and_left_out_of_trackers(tmp_path):
     rec = Recorder()
-    cfg = GRPOConfig(num_generations=2, num_groups=1, beta=0.0, output_dir=str(tmp_path))
-    trainer = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2),
+    cfg = LoopConfig(num_generations=2, num_groups=1, beta=0.0, output_dir=str(tmp_path))
+    trainer = GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 1, 2),
                           Accelerator(cpu=True, log_with=[rec]))
     trainer.log({"step": 1, "policy/entropy": float("nan"), "reward/mean": 3.0})
     trainer.close()
@@ -70,9 +70,9 @@ def test_a_tracker_whose_package_is_missing_is_named(monkeypatch):
     import accelerate.tracking
 
     monkeypatch.setattr(accelerate.tracking, "get_available_trackers", lambda: [])
-    with pytest.raises(ValueError, match=r"GRPOConfig.report_to: --report_to wandb: the wandb package is not "
+    with pytest.raises(ValueError, match=r"LoopConfig.report_to: --report_to wandb: the wandb package is not "
                                          r"installed \(pip install wandb\)"):
-        GRPOConfig(report_to=["wandb"])
+        LoopConfig(report_to=["wandb"])
     with pytest.raises(ValueError, match="unknown tracker"):
         tracker_kwargs(["tensorbored"], None)
     assert tracker_kwargs(["none"], "x") == {}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, compute_advantages, load_policy
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop, compute_advantages, load_policy
 from grpo_seq.scoring.evaluation import PolicyEvaluator
 from safetensors.torch import load_file
 
@@ -17,18 +17,18 @@ from safetensors.torch import load_file
 def make_trainer(tmp_path=None, **overrides):
     kw = dict(num_groups=4, num_generations=8, learning_rate=1e-2, beta=0.0, seed=0)
     kw.update(overrides)
-    cfg = GRPOConfig(output_dir=str(tmp_path) if tmp_path else None, **kw)
+    cfg = LoopConfig(output_dir=str(tmp_path) if tmp_path else None, **kw)
     sampler = EnvGroupSampler("CartPole-v1", cfg.num_groups, cfg.num_generations, seed=cfg.seed)
     torch.manual_seed(cfg.seed)
     policy = CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions)
-    return GRPOTrainer(cfg, policy, sampler, Accelerator(cpu=True))
+    return GRPOLoop(cfg, policy, sampler, Accelerator(cpu=True))
 
 
 class RecordingSampler:
     """Wraps a sampler and keeps the last batch it handed out (the trainer fills it in place)."""
 
     def __init__(self, inner):
-        self.inner, self.num_groups, self.group_size = inner, inner.num_groups, inner.group_size
+        self.inner, self.num_groups, self.num_generations = inner, inner.num_groups, inner.num_generations
 
     def sample(self, policy):
         self.policy_before = copy.deepcopy(policy)
@@ -79,11 +79,11 @@ def test_live_outcome_advantages_match_hand_statistics_of_episode_lengths():
     trainer = make_trainer()
     batch = trainer.sampler.sample(trainer.policy)
     adv = compute_advantages(batch, trainer.config)
-    L = batch.lengths().numpy().reshape(batch.num_groups, batch.group_size).astype(np.float64)
+    L = batch.lengths().numpy().reshape(batch.num_groups, batch.num_generations).astype(np.float64)
     for g in range(batch.num_groups):
         expected = (L[g] - L[g].mean()) / L[g].std(ddof=1)
-        for j in range(batch.group_size):
-            i = g * batch.group_size + j
+        for j in range(batch.num_generations):
+            i = g * batch.num_generations + j
             row = adv[i][batch.mask[i]]
             np.testing.assert_allclose(row.numpy(), expected[j], rtol=1e-5)
             assert (adv[i][~batch.mask[i]] == 0).all()
@@ -95,11 +95,11 @@ def test_live_stepwise_advantages_train_the_longest_members_tail_only_with_absor
     # return-to-go 0, so the survivor's remaining steps are positive.
     trainer = make_trainer(advantage="stepwise")
     batch = trainer.sampler.sample(trainer.policy)
-    L = batch.lengths().reshape(batch.num_groups, batch.group_size)
+    L = batch.lengths().reshape(batch.num_groups, batch.num_generations)
     g = int(torch.argmax(L.sort(dim=1).values[:, -1] - L.sort(dim=1).values[:, -2]))  # the widest gap
     longest, second = L[g].sort().values[-1].item(), L[g].sort().values[-2].item()
     assert longest > second
-    i = g * batch.group_size + int(L[g].argmax())
+    i = g * batch.num_generations + int(L[g].argmax())
     for absorb, check in [(False, lambda a: (a == 0).all()), (True, lambda a: (a > 0).all())]:
         trainer.config.absorb_ended = absorb
         tail = compute_advantages(batch, trainer.config)[i, second:longest]
@@ -144,9 +144,9 @@ def test_saved_policy_loads_and_acts_the_same(tmp_path):
 
 
 def test_sampler_and_config_must_agree():
-    cfg = GRPOConfig(num_groups=2, num_generations=4)
+    cfg = LoopConfig(num_groups=2, num_generations=4)
     with pytest.raises(ValueError, match="num_groups=2, num_generations=4"):
-        GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 3, 4))
+        GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), EnvGroupSampler("CartPole-v1", 3, 4))
 
 
 def test_process_supervision_is_blind_on_cartpole_and_leaves_the_policy_unchanged():
@@ -186,11 +186,11 @@ class EqualRewardSampler:
 
     def __init__(self, inner, flatten):
         self.inner, self.flatten, self.calls = inner, flatten, 0
-        self.num_groups, self.group_size = inner.num_groups, inner.group_size
+        self.num_groups, self.num_generations = inner.num_groups, inner.num_generations
 
     def sample(self, policy):
         batch = self.inner.sample(policy)
-        G = batch.group_size
+        G = batch.num_generations
         for g in self.flatten[self.calls]:
             batch.rewards[g * G:(g + 1) * G] = 7.0
         self.calls += 1
@@ -431,12 +431,12 @@ def test_ent_coef_is_refused_for_a_policy_without_a_differentiable_entropy():
     class NoEntropyGrad(CategoricalMLPPolicy):
         entropy_has_grad = False
 
-    cfg = GRPOConfig(num_groups=1, num_generations=2, beta=0.0, ent_coef=0.01)
+    cfg = LoopConfig(num_groups=1, num_generations=2, beta=0.0, ent_coef=0.01)
     sampler = EnvGroupSampler("CartPole-v1", 1, 2, seed=0)
-    with pytest.raises(ValueError, match=r"GRPOConfig.ent_coef=0.01: NoEntropyGrad gives no entropy"):
-        GRPOTrainer(cfg, NoEntropyGrad(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
+    with pytest.raises(ValueError, match=r"LoopConfig.ent_coef=0.01: NoEntropyGrad gives no entropy"):
+        GRPOLoop(cfg, NoEntropyGrad(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
     with pytest.raises(ValueError, match="ent_coef: must be >= 0"):
-        GRPOConfig(ent_coef=-0.1)
+        LoopConfig(ent_coef=-0.1)
 
 
 def test_weight_growth_is_the_norm_ratio_measured_from_a_floor():
@@ -481,7 +481,7 @@ def test_a_policy_starting_at_zero_is_not_called_diverged():
 
 def test_divergence_factor_is_checked_and_0_turns_the_check_off():
     with pytest.raises(ValueError, match="divergence_factor: must be > 1, or 0 to turn the check off"):
-        GRPOConfig(divergence_factor=1.0)
+        LoopConfig(divergence_factor=1.0)
     trainer = make_trainer(learning_rate=1e30, divergence_factor=0)
     trainer.step()
     assert trainer.diverged_at is None

@@ -103,7 +103,7 @@ def test_same_token_log_probs_and_gradients_as_trls_scoring(temperature):
     rows = [{"prompt": [{"role": "user", "content": "say " + "!" * (5 * i)}], "answer": str(i)} for i in range(4)]
     policy = CausalLMPolicy(model, tok)
     torch.manual_seed(7)
-    batch = LMGroupSampler(tok, rows, num_groups=2, group_size=3, max_completion_length=8,
+    batch = LMGroupSampler(tok, rows, num_groups=2, num_generations=3, max_completion_length=8,
                            temperature=temperature).sample(policy)
     assert not bool(batch.prompt_mask.all())  # the shorter prompt is left-padded
     theirs_model = copy.deepcopy(model)

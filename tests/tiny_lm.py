@@ -66,5 +66,5 @@ def make_sampler(tokenizer, rows=None, **kw):
     """An LMGroupSampler over :func:`chat_rows`: 2 groups of 4, completions of up to 10 tokens."""
     from grpo_seq import LMGroupSampler
 
-    kw = {"num_groups": 2, "group_size": 4, "max_completion_length": 10, **kw}
+    kw = {"num_groups": 2, "num_generations": 4, "max_completion_length": 10, **kw}
     return LMGroupSampler(tokenizer, rows or chat_rows(), **kw)

@@ -21,11 +21,11 @@ __all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "NO_ANCHORS", "PER_ENV
 
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
-                     scale_rewards=True, absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
+                     scale_rewards="group", absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
                      obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=0.0, total_env_steps=50_000,
                      eval_every=5_000),
     "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
-                    scale_rewards=True, absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
+                    scale_rewards="group", absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
                     obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
                     total_env_steps=500_000, eval_every=10_000),
 }
@@ -45,7 +45,7 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # position: centred observations spread the starts across the inputs, and the entropy bonus
     # keeps the group trying both directions. The budget is rl-zoo3's for PPO on this env.
     "MountainCar-v0": dict(num_generations=8, num_groups=2, advantage="stepwise", learning_rate=1e-2,
-                           scale_rewards=False, adam_beta2=0.999, obs_center=True, ent_coef=0.01,
+                           scale_rewards="none", adam_beta2=0.999, obs_center=True, ent_coef=0.01,
                            total_env_steps=1_000_000, eval_every=10_000, **NO_ANCHORS),
     # A pair per update, as CartPole: the shaped reward tells two episodes apart. Slow seeds were
     # still improving when a 1M budget's learning rate reached 0.
@@ -59,11 +59,11 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
 # centred, a difference made only by a reward far in the discounted future stays small instead of
 # being divided up to a unit-sized advantage. CartPole built without an id solves as often either
 # way (benchmarks/results/sb3_identity).
-UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": False, "step_advantage_w": 1.0}
+UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": "none", "step_advantage_w": 1.0}
 
 # The alternatives mode (every action tried from one state, the Stable-Baselines3 door's
 # alternatives=True): states per update (one state is a small group), and the most actions tried
-# at one state without an explicit group_size.
+# at one state without an explicit group_size (the SB3 door's name for G).
 ALTERNATIVES_GROUPS = 16
 ALTERNATIVES_MAX_DEFAULT_G = 4096
 
@@ -75,3 +75,4 @@ def per_env(env_id: str | None) -> dict[str, Any]:
     the family of every other env)."""
     family = ENV_FAMILY.get(env_id or "", "default")
     return {**ENV_DEFAULTS[family], **ENV_OVERRIDES.get(env_id or "", {})}
+

@@ -3,7 +3,7 @@
 A training run writes ``config.json``, ``metrics.jsonl``, checkpoints and its policy into its
 folder. Starting a second run there would overwrite the first one's files and interleave their
 metrics, and a later resume would mix the two. So a run claims its folder
-(:class:`grpo_seq.GRPOTrainer` does, on the main process):
+(:class:`grpo_seq.GRPOLoop` does, on the main process):
 
 * a lock file, ``.lock``, holds the claiming process's pid and host; while that process lives,
   another run in the same folder is refused. A lock left by a process that no longer exists (a
@@ -46,8 +46,8 @@ RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "pol
 
 # What each kind of run writes at the top of its folder, by its config.json's "kind"
 # (grpo_seq.jobs.env and .lm, which the Stable-Baselines3 and TRL doors run too). A config.json
-# without a kind we know is a GRPOTrainer's own run from Python: config.json, metrics.jsonl,
-# checkpoints and, from GRPOTrainer.save(), policy/.
+# without a kind we know is a GRPOLoop's own run from Python: config.json, metrics.jsonl,
+# checkpoints and, from GRPOLoop.save(), policy/.
 WRITTEN_BY_KIND = {
     "env": ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "policy", "policy_best", "curves.png",
             "agent.gif", "agent.mp4"),

@@ -49,16 +49,39 @@ from ..sampling.snapshot import env_name
 from ..io.serialization import atomic_write_text
 from ..loop.stopping import GracefulStop, checkpoint_on_error
 from ..io.tracking import tracker_kwargs
-from ..loop.trainer import GRPOTrainer
+from ..loop.trainer import GRPOLoop
 from .budget import shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir
 
 __all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
-           "check_spaces",
+           "check_spaces", "action_form", "env_codec", "policy_action_bins",
            # what a door builds its envs and acts with, as the job does
            "make_env", "env_name", "make_actor"]
+
+
+def env_codec(env_id: str, action_bins: int | None = None, action_clip: Any = None) -> Any:
+    """How ``env_id``'s actions are tokens (:class:`~grpo_seq.sampling.spaces.SpaceCodec`), or None
+    where its tokens are its actions (``Discrete`` from 0)."""
+    env = make_env(env_id, action_bins=action_bins, action_clip=tuple(action_clip) if action_clip else None)
+    try:
+        return getattr(env, "codec", None)
+    finally:
+        env.close()
+
+
+def policy_action_bins(policy: Any) -> int | None:
+    """The values per dimension a saved policy's continuous action was cut into (its factorised
+    head's size per dimension; ignored for a discrete env's own dimensions)."""
+    nvec = getattr(policy, "action_nvec", None)
+    return int(nvec[0]) if nvec else None
+
+
+def action_form(spec: EnvJob) -> dict[str, Any]:
+    """``spec.action_bins`` and ``spec.action_clip`` as :func:`make_env`'s keywords: how a
+    continuous action becomes tokens, the same in training, evaluation and acting."""
+    return {"action_bins": spec.action_bins, "action_clip": tuple(spec.action_clip) if spec.action_clip else None}
 
 
 def solved_threshold(spec: EnvJob) -> float:
@@ -75,7 +98,7 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     """The MLP policy; ``spec.obs_scale`` empty means CartPole's thresholds or, for another env,
     what random play seeded with ``spec.seed`` reaches (:func:`rollout_obs_units`: centred on it
     with ``spec.obs_center``)."""
-    env = make_env(spec.env_id)
+    env = make_env(spec.env_id, **action_form(spec))
     try:
         obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
@@ -133,11 +156,14 @@ def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None
     seed = spec.seed + 1_000_003 * process_index
     limit = spec.max_episode_steps or max_episode_steps
     if spec.group_mode == "alternatives":
-        make = env_fn or (lambda: make_env(spec.env_id, **({"max_episode_steps": limit} if limit else {})))
+        make = env_fn or (lambda: make_env(spec.env_id, **action_form(spec),
+                                           **({"max_episode_steps": limit} if limit else {})))
         return AlternativesSampler(make, spec.num_groups, None if spec.every_action else spec.num_generations,
                                    horizon=spec.horizon, gamma=spec.gamma, seed=seed, reward_fn=reward_fn)
     bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
         if spec.exploration_bonus > 0 and obs_scale is not None else None
+    if env_fn is None and not env_objects and any(v is not None for v in action_form(spec).values()):
+        env_fn = lambda: make_env(spec.env_id, **action_form(spec))  # noqa: E731  (a continuous action's bins)
     return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations, seed=seed, max_episode_steps=limit,
                            env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob,
                            env_objects=env_objects, obs_transform=obs_transform)
@@ -185,10 +211,10 @@ class EnvRun:
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
         sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
         check_budget(spec, sampler.num_envs * self.accelerator.num_processes)
-        self.trainer = GRPOTrainer(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
+        self.trainer = GRPOLoop(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
-                                        env_kwargs=self._env_kwargs()) if spec.eval_every else None
+                                        env_kwargs=self._env_kwargs(), **action_form(spec)) if spec.eval_every else None
         self.state = EnvLoopState(next_eval=spec.eval_every, eval_seed=eval_stream_seed(spec.seed))
         if spec.resume_from:
             self.state = EnvLoopState(**{**dataclasses.asdict(self.state), **self.trainer.resume(spec.resume_from)})
@@ -241,7 +267,7 @@ class EnvRun:
         try ``horizon`` steps, and one step on to the next state, per group)."""
         if self.spec.group_mode == "alternatives":
             sampler = self.trainer.sampler
-            per_group = sampler.group_size * self.spec.horizon + 1
+            per_group = sampler.num_generations * self.spec.horizon + 1
             return sampler.num_groups * per_group * self.accelerator.num_processes
         return self.episodes_per_step
 

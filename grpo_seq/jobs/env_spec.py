@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..loop.config import GRPOConfig, token_minibatch_conflict
+from ..loop.config import LoopConfig, token_minibatch_conflict
 from ..envs.defaults import PER_ENV, per_env
 from ..errors import require
 from .spec import JobSpec, check_threads
@@ -15,8 +15,8 @@ __all__ = ["EnvJob"]
 
 
 @dataclass
-class EnvJob(JobSpec, GRPOConfig):
-    """An env agent's training run: :class:`GRPOConfig` with the env, budget, evaluation and
+class EnvJob(JobSpec, LoopConfig):
+    """An env agent's training run: :class:`LoopConfig` with the env, budget, evaluation and
     policy options. Options left None take their env family's defaults
     (:func:`grpo_seq.envs.defaults.per_env`) when the spec is built."""
 
@@ -55,6 +55,18 @@ class EnvJob(JobSpec, GRPOConfig):
                   "solving still leaves its best behind. The summary names its return and env steps."},
     )
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
+    action_bins: int | None = field(
+        default=None,
+        metadata={"help": "A continuous (Box) action: the evenly spaced values each dimension takes, from its low "
+                  "to its high bound; the policy picks one per dimension (one categorical each). Discrete actions "
+                  "ignore it. default: per env family (grpo_seq.envs.defaults), else "
+                  "grpo_seq.sampling.spaces.ACTION_BINS."},
+    )
+    action_clip: list[float] | None = field(
+        default=None,
+        metadata={"help": "A continuous action with infinite bounds: the low and high that replace them (two "
+                  "numbers). An unbounded action space is refused without it."},
+    )
     obs_scale: list[float] = field(
         default_factory=list,
         metadata={"help": "Divide each observation dimension by this before the MLP (one number per dimension). "
@@ -144,13 +156,12 @@ class EnvJob(JobSpec, GRPOConfig):
                                 "0.5 (docs/experiments.md); MountainCar's 0.999 remembers the informative batches, so "
                                 f"the step stays small while batches carry only noise. {PER_ENV}."}
     )
-    scale_rewards: bool | None = field(
+    scale_rewards: str | None = field(
         default=None,
-        metadata={"help": "Divide advantages by the group's std (false: centre only, as Dr. GRPO). Unscaled, a "
-                  "group whose members differ by a step or two of chance moves the policy by that little, "
-                  f"not by a unit-sized advantage. {PER_ENV}.",
-                  # argparse: a bare --scale_rewards means true, as for the other bool options
-                  "nargs": "?", "const": True},
+        metadata={"help": "Divide the centred rewards by the group's std (group), the batch's (batch), or not at all "
+                  "(none: Dr. GRPO; true and false read as group and none). Unscaled, a group whose members "
+                  "differ by a step or two of chance moves the policy by that little, not by a unit-sized "
+                  f"advantage. {PER_ENV}."},
     )
     absorb_ended: bool | None = field(
         default=None,
@@ -188,8 +199,8 @@ class EnvJob(JobSpec, GRPOConfig):
     )
 
     # Budgets, evaluation and how the run is computed may change on --resume_from; the policy's
-    # shape and the algorithm may not (GRPOTrainer.resume refuses those, naming each).
-    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+    # shape and the algorithm may not (GRPOLoop.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = LoopConfig.RESUME_MAY_CHANGE | {
         "total_env_steps", "eval_every", "eval_episodes", "solved_return", "stop_after_solved", "record", "keep_best",
         "torch_threads", "use_cpu",
     }
@@ -211,6 +222,11 @@ class EnvJob(JobSpec, GRPOConfig):
         require(self, "branch_prob", self.group_mode == "episodes" or not self.branch_prob,
                 "must be 0 with group_mode alternatives (its groups start at visited states already)")
         require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
+        require(self, "action_bins", self.action_bins is None or self.action_bins >= 2,
+                "must be >= 2 (a dimension needs 2 values to choose between)")
+        require(self, "action_clip", self.action_clip is None or (
+            len(self.action_clip) == 2 and all(math.isfinite(x) for x in self.action_clip)
+            and self.action_clip[0] < self.action_clip[1]), "must be two finite numbers, low < high")
         require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
                 "every divisor must be a finite number > 0")
 

@@ -42,7 +42,7 @@ from ..sampling import LMGroupSampler
 from ..io.serialization import atomic_write_text
 from ..loop.stopping import GracefulStop, any_process, checkpoint_on_error
 from ..io.tracking import tracker_kwargs
-from ..loop.trainer import GRPOTrainer
+from ..loop.trainer import GRPOLoop
 from .budget import shrink
 from ..loop.cpu_share import IdleCores
 from .callbacks import CallbackList, JobCallbacks, Progress, as_callbacks
@@ -61,7 +61,7 @@ class LMRun:
     """One training run's parts, built and checked, ready for :func:`train`."""
 
     spec: LMJob
-    trainer: GRPOTrainer
+    trainer: GRPOLoop
     scorer: RewardScorer
     accelerator: Accelerator
     num_prompts: int
@@ -98,13 +98,13 @@ class LMRun:
     def is_main_process(self) -> bool:
         return self.accelerator.is_main_process
 
-    def sample_rows(self, rows: Any, group_size: int, batch_size: int,
+    def sample_rows(self, rows: Any, num_generations: int, batch_size: int,
                     generation: dict[str, Any] | None = None) -> Any:
-        """``group_size`` completions (at least 2) of every one of ``rows``, in order, from the
+        """``num_generations`` completions (at least 2) of every one of ``rows``, in order, from the
         policy as it is now with the run's sampling settings (``generation``: more ``generate``
         options); rewards are not scored. For evaluation: no gradient, the policy in eval mode."""
         cfg, policy = self.spec, self.trainer.policy
-        sampler = LMGroupSampler(policy.tokenizer, rows, len(rows), group_size, cfg.max_completion_length,
+        sampler = LMGroupSampler(policy.tokenizer, rows, len(rows), num_generations, cfg.max_completion_length,
                                  temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
                                  generation_batch_size=batch_size, seed=cfg.seed, shuffle=False)
         sampler.sampling.update(generation or {})
@@ -231,7 +231,7 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         )
     sampler.sampling.update(generation_options or {})
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
-    trainer = GRPOTrainer(cfg, policy, sampler, accelerator, score_fn=scorer)
+    trainer = GRPOLoop(cfg, policy, sampler, accelerator, score_fn=scorer)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
         cores = None
     elif cores is None:
@@ -417,7 +417,7 @@ def _maybe_write_completions(lm: LMRun, out: Path) -> None:
 def write_completions(path: Path, batch: Any, names: list[str]) -> str:
     """One JSON line per completion; returns the first group's first, readable, for the console."""
     comps = batch.reward_components.tolist()
-    rows, G = [], batch.group_size
+    rows, G = [], batch.num_generations
     for i, text in enumerate(batch.text.completion_texts):
         prompt = batch.text.prompts[i]
         rows.append({

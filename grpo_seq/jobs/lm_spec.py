@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..loop.config import GRPOConfig
+from ..loop.config import LoopConfig
 from ..errors import require, require_format
 from .spec import JobSpec, check_threads
 
@@ -19,8 +19,8 @@ IS_CORRECTIONS = ("none", "off", "token_truncate", "token_mask", "sequence_trunc
 
 
 @dataclass
-class LMJob(JobSpec, GRPOConfig):
-    """A language model's training run: :class:`GRPOConfig` with the model, the prompt data, the
+class LMJob(JobSpec, LoopConfig):
+    """A language model's training run: :class:`LoopConfig` with the model, the prompt data, the
     reward functions, sampling and LoRA options."""
 
     KIND: ClassVar[str] = "lm"
@@ -162,7 +162,7 @@ class LMJob(JobSpec, GRPOConfig):
                   "every page back in; the peak RSS stays the same. Process-wide: it changes malloc for the whole "
                   "program, so it is off unless asked for. No effect without glibc."},
     )
-    # GRPOConfig defaults changed for a small model on a CPU.
+    # LoopConfig defaults changed for a small model on a CPU.
     num_generations: int = field(default=4, metadata={"help": "G: completions per prompt."})
     num_groups: int = field(default=2, metadata={"help": "Prompts per step on each process."})
     learning_rate: float = field(default=2e-5, metadata={"help": "AdamW learning rate."})
@@ -175,8 +175,8 @@ class LMJob(JobSpec, GRPOConfig):
     )
 
     # The budget, logging and how a step is computed may change on --resume_from; the model,
-    # data, rewards and sampling may not (GRPOTrainer.resume refuses those, naming each).
-    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = GRPOConfig.RESUME_MAY_CHANGE | {
+    # data, rewards and sampling may not (GRPOLoop.resume refuses those, naming each).
+    RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = LoopConfig.RESUME_MAY_CHANGE | {
         "max_steps", "max_minutes", "log_completions_every", "torch_threads", "use_cpu", "gradient_checkpointing",
         "retain_freed_memory", "save_merged",
     }

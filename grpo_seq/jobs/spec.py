@@ -1,6 +1,6 @@
 """A job spec: one serialisable description of a training run, the same for every door.
 
-A spec is a config dataclass (:class:`grpo_seq.GRPOConfig` and the fields of its kind of run)
+A spec is a config dataclass (:class:`grpo_seq.LoopConfig` and the fields of its kind of run)
 that names its kind (``"env"``, ``"lm"``). It is flat on purpose: one option has one name, whether
 it is a command-line flag, a key of a YAML or JSON file, an argument of the Stable-Baselines3
 class or a field of an HTTP body. Its ``__post_init__`` is the one place that validates it.

@@ -27,7 +27,7 @@ from ..io.models import count_parameters, load_model_and_tokenizer
 from ..policies import CausalLMPolicy
 from ..io.serialization import atomic_write_text
 from ..math.stats import paired_difference
-from ..loop.trainer import GRPOTrainer
+from ..loop.trainer import GRPOLoop
 from .callbacks import JobCallbacks, as_callbacks
 from .lm import LMRun, _Starting, idle_cores, make_accelerator, open_run_dir, prepare_model, setup_process, train
 from .text_env_spec import TextEnvJob
@@ -52,7 +52,7 @@ class TextEnvRun(LMRun):
         trainable, total = count_parameters(self.trainer.policy.model)
         sampler = self.trainer.sampler
         return (f"{self.spec.model}: {total / 1e6:.1f}M parameters, {trainable / 1e6:.2f}M trained; "
-                f"{sampler.env_name}: {sampler.num_groups} start states x {sampler.group_size} episodes a step, "
+                f"{sampler.env_name}: {sampler.num_groups} start states x {sampler.num_generations} episodes a step, "
                 f"at most {sampler.max_turns} turns")
 
     def write_completions(self, path: Path, batch: Any) -> str:
@@ -81,7 +81,7 @@ def build_text_env(cfg: TextEnvJob, model: torch.nn.Module, tokenizer: Any, acce
         env_fn=env_fn, sampler_logprobs=cfg.sampler_correction is not None,
     )
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
-    trainer = GRPOTrainer(cfg, policy, sampler, accelerator)
+    trainer = GRPOLoop(cfg, policy, sampler, accelerator)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
         cores = None
     elif cores is None:
@@ -164,7 +164,7 @@ def write_conversations(path: Path, batch: Any) -> str:
     """One JSON line per episode: its prompt, its messages (replies ``trained``, the environment's
     answers not, each reply with its turn's reward), return, advantage and whether it was truncated;
     returns the first episode, readable, for the console."""
-    rows, G = [], batch.group_size
+    rows, G = [], batch.num_generations
     for i, messages in enumerate(batch.text.completions):
         rows.append({
             "group": i // G, "prompt": batch.text.prompts[i], "conversation": messages,

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable
 from accelerate.utils import gather_object
 
 from ..io import checkpoint as ckpt
-from .config import GRPOConfig
+from .config import LoopConfig
 from .diagnostics import SignalWatch
 from .entropy_control import EntropyControl
 from ..sampling.base import Resumable
 from ..io.serialization import link_folder, save_policy
 
 if TYPE_CHECKING:
-    from .trainer import GRPOTrainer
+    from .trainer import GRPOLoop
 
 __all__ = ["save_policy_folder", "save_checkpoint", "resume", "check_resumable"]
 
@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 Extra = dict[str, Any] | Callable[[], dict[str, Any]] | None
 
 
-def save_policy_folder(trainer: GRPOTrainer, directory: Path, **kwargs) -> None:
+def save_policy_folder(trainer: GRPOLoop, directory: Path, **kwargs) -> None:
     """The policy's weights in ``directory``, atomically (main process). When this step was just
     checkpointed with the same weights, the weight files are hard links to the checkpoint's: the
     final model is on disk once."""
@@ -42,7 +42,7 @@ def save_policy_folder(trainer: GRPOTrainer, directory: Path, **kwargs) -> None:
         save_policy(trainer.policy, directory, **kwargs)
 
 
-def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
+def save_checkpoint(trainer: GRPOLoop, extra: Extra) -> Path:
     """``<output_dir>/checkpoints/step_XXXXXXXX/`` (:func:`grpo_seq.io.checkpoint.write_checkpoint`),
     keeping the newest ``save_total_limit``. Every process contributes its RNG and sampler state;
     the main process writes."""
@@ -54,7 +54,7 @@ def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
     target = ckpt.checkpoint_dir(trainer.output_dir, trainer.step_count)
     if acc.is_main_process:
         trainer.guard.check_saveable(trainer.policy, target)
-        moving_ref = trainer.ref_policy if cfg.ref_sync_steps or cfg.sync_ref_model else None  # else: the initial policy
+        moving_ref = trainer.ref_policy if cfg.ref_sync_steps else None  # else: the initial policy
         trainer.checkpointed_step = trainer.step_count
         ckpt.write_checkpoint(
             trainer.output_dir, trainer.step_count, policy=trainer.policy,
@@ -69,7 +69,7 @@ def save_checkpoint(trainer: GRPOTrainer, extra: Extra) -> Path:
     return target
 
 
-def resume(trainer: GRPOTrainer, folder: Path) -> dict[str, Any]:
+def resume(trainer: GRPOLoop, folder: Path) -> dict[str, Any]:
     """Restore checkpoint ``folder`` into ``trainer``: weights, optimizer, counters, every RNG and
     the sampler's position. Returns the ``extra`` state saved with it."""
     acc = trainer.accelerator
@@ -103,7 +103,7 @@ def resume(trainer: GRPOTrainer, folder: Path) -> dict[str, Any]:
     return state.get("extra") or {}
 
 
-def check_resumable(config: GRPOConfig, folder: Path, state: Any, main_process: bool) -> None:
+def check_resumable(config: LoopConfig, folder: Path, state: Any, main_process: bool) -> None:
     """Refuse a checkpoint trained with other options than ``config``, except those the config
     lists in ``RESUME_MAY_CHANGE`` (budgets, logging, saving), which are printed as changed."""
     saved = state.get("config") if isinstance(state, dict) else None

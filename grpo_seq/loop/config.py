@@ -1,4 +1,4 @@
-"""GRPOConfig: every knob of the trainer, with its help text, validated on construction."""
+"""LoopConfig: every knob of the trainer, with its help text, validated on construction."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import ClassVar, NoReturn
 from ..errors import ConfigError
 from ..math.objective import IS_LEVELS, KL_ESTIMATORS, LOSS_TYPES, REDUCTIONS
 
-__all__ = ["GRPOConfig", "ADVANTAGE_TYPES", "token_minibatch_conflict"]
+__all__ = ["LoopConfig", "ADVANTAGE_TYPES", "token_minibatch_conflict"]
 
 ADVANTAGE_TYPES = ("outcome", "process", "stepwise")
 LR_SCHEDULES = ("constant", "linear")
-SCALE_LEVELS = ("group", "batch")
+SCALE_LEVELS = ("group", "batch", "none")
+ENT_MEANS = ("loss", "token")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 
@@ -33,8 +34,8 @@ def token_minibatch_conflict(loss_type: str, importance_sampling_level: str,
 
 
 @dataclass
-class GRPOConfig:
-    """Hyper-parameters of :class:`grpo_seq.GRPOTrainer`.
+class LoopConfig:
+    """Hyper-parameters of :class:`grpo_seq.GRPOLoop`.
 
     Field help texts double as ``--help`` when parsed with ``transformers.HfArgumentParser``.
     """
@@ -114,14 +115,25 @@ class GRPOConfig:
     )
     ent_coef: float = field(
         default=0.0,
-        metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each scored token, "
-                  "aggregated as loss_type says (Stable-Baselines3's ent_coef). It keeps a policy from turning "
-                  "deterministic before its group comparisons have told its actions apart. Needs a policy whose "
-                  "entropy carries a gradient (the MLP and language-model policies); 0 turns it off."},
+        metadata={"help": "Entropy bonus: the objective adds ent_coef * the policy's entropy at each scored token "
+                  "(Stable-Baselines3's ent_coef, TRL's entropy_coef), averaged as ent_mean says. It keeps a policy "
+                  "from turning deterministic before its group comparisons have told its actions apart. Needs a "
+                  "policy whose entropy carries a gradient (the MLP and language-model policies); 0 turns it off."},
+    )
+    ent_mean: str = field(
+        default="loss",
+        metadata={"help": "How the entropy bonus is averaged: loss (inside the objective, as loss_type averages it: "
+                  "Stable-Baselines3) or token (the token mean over each micro-batch, whatever loss_type, logged "
+                  "apart as policy/entropy_bonus: TRL's entropy_coef; needed by use_adaptive_entropy)."},
     )
     ref_sync_steps: int = field(
         default=0,
-        metadata={"help": "Iterative RL: reset the reference to the current policy every this many steps (0: never)."},
+        metadata={"help": "Move the reference toward the current policy every this many steps (0: never): "
+                  "pi_ref <- alpha pi_theta + (1 - alpha) pi_ref with alpha = ref_sync_alpha (1: a reset, "
+                  "iterative RL; < 1: TR-DPO, TRL's sync_ref_model). Needs beta > 0."},
+    )
+    ref_sync_alpha: float = field(
+        default=1.0, metadata={"help": "ref_sync_steps: the mix alpha in (0, 1]; 1 replaces the reference."}
     )
     loss_type: str = field(
         default="grpo",
@@ -141,8 +153,12 @@ class GRPOConfig:
             "stepwise: returns-to-go compared with the group members still running at the same step."
         },
     )
-    scale_rewards: bool = field(
-        default=True, metadata={"help": "Divide advantages by the group std (False: Dr. GRPO, centring only)."}
+    scale_rewards: str = field(
+        default="group",
+        metadata={"help": "Divide the centred rewards by a std: group (each group's rewards; step-wise: at each "
+                  "step), batch (the whole batch's on this process: PPO Lite; step-wise: of every centred "
+                  "return-to-go) or none (Dr. GRPO: centring only). Centring stays per group. true and false "
+                  "read as group and none."},
     )
     gamma: float = field(default=1.0, metadata={"help": "Discount inside returns-to-go (advantage=stepwise only)."})
     absorb_ended: bool = field(
@@ -185,12 +201,6 @@ class GRPOConfig:
     vespo_lambda_pos: float = field(default=3.0, metadata={"help": "loss_type=vespo: decay lambda where A >= 0."})
     vespo_k_neg: float = field(default=3.0, metadata={"help": "loss_type=vespo: power k where A < 0."})
     vespo_lambda_neg: float = field(default=2.0, metadata={"help": "loss_type=vespo: decay lambda where A < 0."})
-    scale_rewards_level: str = field(
-        default="group",
-        metadata={"help": "With scale_rewards: divide by the std of each group's rewards (group; step-wise: at each "
-                  "step), or of the whole batch's on this process (batch: PPO Lite, TRL's scale_rewards='batch'; "
-                  "step-wise: of every centred return-to-go); centring stays per group."},
-    )
     multi_objective_aggregation: str = field(
         default="sum_then_normalize",
         metadata={"help": "Several reward functions: sum_then_normalize (weighted sum, then the group advantage) or "
@@ -207,19 +217,15 @@ class GRPOConfig:
         metadata={"help": "Train on the top-rho of tokens by the policy's entropy only (Beyond the 80/20 rule: 0.2), "
                   "the quantile taken over each forward pass's tokens; 1 keeps all."},
     )
-    entropy_coef: float = field(
-        default=0.0,
-        metadata={"help": "TRL's entropy bonus: the loss subtracts entropy_coef times the token mean of the entropy, "
-                  "whatever loss_type (ent_coef instead aggregates it like the loss). Needs entropy with a gradient."},
-    )
     use_adaptive_entropy: bool = field(
         default=False,
-        metadata={"help": "Skywork-OR1's adaptive entropy: after each optimizer step entropy_coef moves up by "
-                  "entropy_coef_delta while the entropy is at or below entropy_target, else down; applied only then."},
+        metadata={"help": "Skywork-OR1's adaptive entropy: after each optimizer step ent_coef moves up by "
+                  "ent_coef_delta while the entropy is at or below entropy_target, else down, within "
+                  "[ent_coef_min, ent_coef_max]. Needs ent_mean=token."},
     )
-    entropy_coef_min: float = field(default=0.0, metadata={"help": "Adaptive entropy: lowest coefficient."})
-    entropy_coef_max: float = field(default=1.0, metadata={"help": "Adaptive entropy: highest coefficient."})
-    entropy_coef_delta: float = field(default=0.005, metadata={"help": "Adaptive entropy: step of the coefficient."})
+    ent_coef_min: float = field(default=0.0, metadata={"help": "Adaptive entropy: lowest coefficient."})
+    ent_coef_max: float = field(default=1.0, metadata={"help": "Adaptive entropy: highest coefficient."})
+    ent_coef_delta: float = field(default=0.005, metadata={"help": "Adaptive entropy: step of the coefficient."})
     entropy_target: float = field(default=0.2, metadata={"help": "Adaptive entropy: target token-mean entropy (nats)."})
     off_policy_mask_threshold: float | None = field(
         default=None,
@@ -242,13 +248,6 @@ class GRPOConfig:
         metadata={"help": "verl's use_kl_in_reward: subtract beta * KL (summed over an output's tokens, or per step "
                   "for per-step advantages) from the rewards before the advantages, and drop the KL term of the loss."},
     )
-    sync_ref_model: bool = field(
-        default=False,
-        metadata={"help": "TR-DPO: every ref_model_sync_steps steps the reference moves toward the policy, "
-                  "pi_ref <- alpha pi_theta + (1 - alpha) pi_ref (a soft ref_sync_steps)."},
-    )
-    ref_model_mixup_alpha: float = field(default=0.6, metadata={"help": "sync_ref_model: the mix alpha in (0, 1]."})
-    ref_model_sync_steps: int = field(default=512, metadata={"help": "sync_ref_model: steps between mixes."})
     dynamic_sampling: bool = field(
         default=False,
         metadata={"help": "DAPO's dynamic sampling (verl's filter_groups): drop the groups whose rewards are all "
@@ -301,13 +300,15 @@ class GRPOConfig:
 
     # Options a resumed run may change: they change how the run is saved and logged, or how a
     # step is computed but not what it computes. Any other difference from the checkpoint's
-    # config is refused by GRPOTrainer.resume. A recipe's config adds its own (budgets, evaluation).
+    # config is refused by GRPOLoop.resume. A recipe's config adds its own (budgets, evaluation).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = frozenset({
         "output_dir", "resume_from", "overwrite", "report_to", "save_steps", "save_total_limit", "micro_batch_size",
         "max_nonfinite_steps", "save_optimizer", "divergence_factor",
     })
 
     def __post_init__(self) -> None:
+        if str(self.scale_rewards).lower() in ("true", "false"):  # TRL's and older spec files' spelling
+            self.scale_rewards = "group" if str(self.scale_rewards).lower() == "true" else "none"
         self._check_finite()
         self._check_batch_and_optimizer()
         self._check_update()
@@ -318,7 +319,7 @@ class GRPOConfig:
         self._warn_mismatched()
 
     def _fail(self, name: str, why: str) -> NoReturn:
-        raise ConfigError(f"GRPOConfig.{name}: {why}, got {getattr(self, name)!r}")
+        raise ConfigError(f"LoopConfig.{name}: {why}, got {getattr(self, name)!r}")
 
     def _check_finite(self) -> None:
         for f in fields(self):  # NaN and inf pass most comparisons: no float option may hold them
@@ -391,6 +392,14 @@ class GRPOConfig:
             self._fail("ent_coef", "must be >= 0 (0: no entropy bonus)")
         if self.ref_sync_steps < 0:
             self._fail("ref_sync_steps", "must be >= 0")
+        if not 0 < self.ref_sync_alpha <= 1:
+            self._fail("ref_sync_alpha", "must be in (0, 1]")
+        if self.ref_sync_steps and self.beta == 0:
+            self._fail("ref_sync_steps", "needs beta > 0 (with beta = 0 there is no reference)")
+        if self.ent_mean not in ENT_MEANS:
+            self._fail("ent_mean", f"must be one of {ENT_MEANS}")
+        if self.use_adaptive_entropy and self.ent_mean != "token":
+            self._fail("use_adaptive_entropy", "adapts the token-mean bonus; set ent_mean=token")
         if self.loss_type not in LOSS_TYPES:
             self._fail("loss_type", f"must be one of {LOSS_TYPES}")
         if self.advantage not in ADVANTAGE_TYPES:
@@ -400,7 +409,7 @@ class GRPOConfig:
 
     def _check_family(self) -> None:
         """The variants of the objective, the KL, the reference's moves and dynamic sampling."""
-        for name, allowed in (("importance_sampling_level", IS_LEVELS), ("scale_rewards_level", SCALE_LEVELS),
+        for name, allowed in (("importance_sampling_level", IS_LEVELS), ("scale_rewards", SCALE_LEVELS),
                               ("multi_objective_aggregation", AGGREGATIONS), ("kl_estimator", KL_ESTIMATORS)):
             if getattr(self, name) not in allowed:
                 self._fail(name, f"must be one of {allowed}")
@@ -413,7 +422,7 @@ class GRPOConfig:
         for name in ("sapo_temperature_pos", "sapo_temperature_neg", "vespo_lambda_pos", "vespo_lambda_neg"):
             if not getattr(self, name) > 0:
                 self._fail(name, "must be > 0")
-        for name in ("vespo_k_pos", "vespo_k_neg", "entropy_coef", "entropy_coef_min", "entropy_coef_delta",
+        for name in ("vespo_k_pos", "vespo_k_neg", "ent_coef_min", "ent_coef_delta",
                      "entropy_target", "max_resample_rounds"):
             if getattr(self, name) < 0:
                 self._fail(name, "must be >= 0")
@@ -421,33 +430,25 @@ class GRPOConfig:
             self._fail("step_advantage_w", "must be >= 0 (0: no step-level advantage)")
         if not 0 <= self.top_entropy_quantile <= 1:
             self._fail("top_entropy_quantile", "must be in [0, 1] (1 keeps every token)")
-        if not self.entropy_coef_min <= self.entropy_coef_max:
-            self._fail("entropy_coef_max", "must be >= entropy_coef_min")
+        if not self.ent_coef_min <= self.ent_coef_max:
+            self._fail("ent_coef_max", "must be >= ent_coef_min")
         if self.off_policy_mask_threshold is not None and self.off_policy_mask_threshold < 0:
             self._fail("off_policy_mask_threshold", "must be >= 0, or None to turn the mask off")
         if self.kl_in_reward and self.beta == 0:
             self._fail("kl_in_reward", "needs beta > 0 (the KL's weight in the reward)")
         if self.kl_in_reward and self.multi_objective_aggregation != "sum_then_normalize":
             self._fail("kl_in_reward", "penalises the summed reward; it needs multi_objective_aggregation=sum_then_normalize")
-        if self.scale_rewards_level == "batch" and self.advantage == "process":
-            self._fail("scale_rewards_level", "batch normalises outcome rewards or returns-to-go; it needs "
+        if self.scale_rewards == "batch" and self.advantage == "process":
+            self._fail("scale_rewards", "batch normalises outcome rewards or returns-to-go; it needs "
                        "advantage=outcome or stepwise")
         if self.multi_objective_aggregation == "normalize_then_sum" and self.advantage != "outcome":
             self._fail("multi_objective_aggregation", "normalize_then_sum normalises outcome rewards; it needs "
                        "advantage=outcome")
-        if not 0 < self.ref_model_mixup_alpha <= 1:
-            self._fail("ref_model_mixup_alpha", "must be in (0, 1]")
-        if self.ref_model_sync_steps < 1:
-            self._fail("ref_model_sync_steps", "must be >= 1")
-        if self.sync_ref_model and self.ref_sync_steps:
-            self._fail("sync_ref_model", "mixes the reference toward the policy; ref_sync_steps resets it: use one (set ref_sync_steps=0)")
-        if self.sync_ref_model and self.beta == 0:
-            self._fail("sync_ref_model", "needs beta > 0 (with beta = 0 there is no reference)")
 
     def _warn_mismatched(self) -> None:
         """Combinations that run but work against each other: a warning, not a refusal."""
         if self.importance_sampling_level == "sequence" and self.advantage != "outcome":
-            warnings.warn(f"GRPOConfig.importance_sampling_level: sequence (GSPO) gives each output one ratio, "
+            warnings.warn(f"LoopConfig.importance_sampling_level: sequence (GSPO) gives each output one ratio, "
                           f"clipped as a whole, while advantage={self.advantage} gives each step its own advantage: the "
                           "output's mean log ratio then decides the clip for every step, whatever that step did. "
                           "importance_sampling_level=token keeps per-step credit", UserWarning, stacklevel=3)
@@ -462,7 +463,7 @@ class GRPOConfig:
             try:
                 tracker_kwargs(self.report_to, self.output_dir)
             except ValueError as e:
-                raise ConfigError(f"GRPOConfig.report_to: {e}") from None
+                raise ConfigError(f"LoopConfig.report_to: {e}") from None
         if self.save_steps < 0:
             self._fail("save_steps", "must be >= 0 (0: checkpoint only at the end and on a stop signal)")
         if self.save_total_limit < 0:

@@ -28,12 +28,12 @@ DYNAMIC_SAMPLING_METRICS = ("dynamic_sampling/groups_drawn", "dynamic_sampling/g
 def informative_groups(batch: RolloutBatch) -> Tensor:
     """``(num_groups,)`` bools: True for a group whose rewards differ (``max != min``), the only
     groups whose outcome advantages are not all 0."""
-    return ~equal_reward_groups(batch.rewards.reshape(-1, batch.group_size))
+    return ~equal_reward_groups(batch.rewards.reshape(-1, batch.num_generations))
 
 
-def group_rows(keep_groups: Tensor, group_size: int) -> Tensor:
+def group_rows(keep_groups: Tensor, num_generations: int) -> Tensor:
     """The row indices (group-major layout) of the groups ``keep_groups`` marks True."""
-    return torch.nonzero(keep_groups.repeat_interleave(group_size)).flatten()
+    return torch.nonzero(keep_groups.repeat_interleave(num_generations)).flatten()
 
 
 def _pad(t: Tensor, length: int, left: bool = False) -> Tensor:
@@ -105,7 +105,7 @@ def fill_informative(draw: Callable[[], RolloutBatch], num_groups: int, max_roun
         good = informative_groups(batch)
         take = good & (torch.cumsum(good.long(), 0) <= num_groups - n_kept)  # no more than the step needs
         if bool(take.any()):
-            kept.append(batch.select(group_rows(take, batch.group_size).to(batch.tokens.device)))
+            kept.append(batch.select(group_rows(take, batch.num_generations).to(batch.tokens.device)))
             n_kept += int(take.sum())
         if n_kept >= num_groups or rounds >= max_rounds or not can_draw():
             break

@@ -1,4 +1,5 @@
-"""The coefficient of TRL's entropy bonus (``entropy_coef``), fixed or adaptive (Skywork-OR1,
+"""The coefficient of the token-mean entropy bonus (``ent_coef`` with ``ent_mean="token"``: TRL's
+``entropy_coef``), fixed or adaptive (Skywork-OR1,
 arXiv 2505.22312, section 4: TRL 1.16's ``use_adaptive_entropy``)."""
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ class EntropyControl:
 
     @classmethod
     def from_config(cls, config: Any) -> "EntropyControl":
-        return cls(coef=config.entropy_coef, adaptive=config.use_adaptive_entropy, target=config.entropy_target,
-                   delta=config.entropy_coef_delta, coef_min=config.entropy_coef_min, coef_max=config.entropy_coef_max)
+        coef = config.ent_coef if config.ent_mean == "token" else 0.0
+        return cls(coef=coef, adaptive=config.use_adaptive_entropy, target=config.entropy_target,
+                   delta=config.ent_coef_delta, coef_min=config.ent_coef_min, coef_max=config.ent_coef_max)
 
     @property
     def active(self) -> bool:

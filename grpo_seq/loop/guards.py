@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ..io import checkpoint as ckpt
 from ..math.batch import RolloutBatch
-from .config import GRPOConfig
+from .config import LoopConfig
 from .diagnostics import weight_growth, weight_norm
 from ..errors import DivergedError, NonFiniteError
 from ..math.objective import aggregate
@@ -38,7 +38,7 @@ class WeightGuard:
     after it. ``nonfinite_this_step`` counts the optimizer steps skipped this step for a NaN or
     inf gradient norm."""
 
-    def __init__(self, config: GRPOConfig, params: list[nn.Parameter], output_dir: Path | None):
+    def __init__(self, config: LoopConfig, params: list[nn.Parameter], output_dir: Path | None):
         self.config, self.params, self.output_dir = config, params, output_dir
         self.num_weights = sum(p.numel() for p in params)
         self.start_norm: float | None = None  # the weights' norm before this process's first update

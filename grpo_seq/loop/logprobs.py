@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..math.advantages import compute_advantages, kl_penalised_rewards
 from ..math.batch import RolloutBatch
-from .config import GRPOConfig
+from .config import LoopConfig
 from ..math.objective import kl_estimate
 from .reference import mix_reference
 
@@ -26,17 +26,14 @@ class Scoring:
     No reference at all with beta = 0: nothing to load, nothing to run. A LoRA policy is its own
     reference with the adapters disabled (``ref_is_base``): no second copy in memory."""
 
-    def __init__(self, config: GRPOConfig, accelerator: Accelerator, policy: nn.Module):
+    def __init__(self, config: LoopConfig, accelerator: Accelerator, policy: nn.Module):
         self.config, self.accelerator = config, accelerator
         self.ref_policy: nn.Module | None = None
         self.ref_is_base = config.beta > 0 and getattr(policy, "has_adapters", False)
-        if self.ref_is_base and config.sync_ref_model:
-            raise ValueError("GRPOConfig.sync_ref_model: a LoRA policy's reference is its base model with the adapters "
-                             "disabled and cannot move toward the policy; set sync_ref_model=false")
         if self.ref_is_base and config.ref_sync_steps:
             raise ValueError(
-                "GRPOConfig.ref_sync_steps: a LoRA policy's reference is its base model with the adapters "
-                "disabled and cannot be reset to the current policy; set ref_sync_steps=0"
+                "LoopConfig.ref_sync_steps: a LoRA policy's reference is its base model with the adapters "
+                "disabled and cannot move toward the policy; set ref_sync_steps=0"
             )
         if config.beta > 0 and not self.ref_is_base:
             self.ref_policy = copy.deepcopy(policy).requires_grad_(False).eval().to(accelerator.device)
@@ -92,11 +89,13 @@ class Scoring:
         return compute_advantages(dataclasses.replace(batch, **{name: penalised}), cfg, weights)
 
     def sync_reference(self, policy: nn.Module, step: int) -> None:
-        """After step ``step``: a hard reset every ``ref_sync_steps`` steps, or TR-DPO's soft mix
-        every ``ref_model_sync_steps``."""
+        """After step ``step``, every ``ref_sync_steps`` steps: a reset to the policy (``ref_sync_alpha``
+        1), or TR-DPO's soft mix."""
         cfg = self.config
         every = cfg.ref_sync_steps
-        if every and self.ref_policy is not None and step % every == 0:
+        if not every or self.ref_policy is None or step % every:
+            return
+        if cfg.ref_sync_alpha == 1.0:
             self.ref_policy.load_state_dict(policy.state_dict())
-        if cfg.sync_ref_model and self.ref_policy is not None and step % cfg.ref_model_sync_steps == 0:
-            mix_reference(self.ref_policy, policy, cfg.ref_model_mixup_alpha)
+        else:
+            mix_reference(self.ref_policy, policy, cfg.ref_sync_alpha)

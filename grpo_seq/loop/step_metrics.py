@@ -26,7 +26,7 @@ def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: Upd
     groups ``(groups, G)``, and the tokens sampled in the kept outputs. ``ragged``: processes may
     hold different numbers of outputs (dynamic sampling)."""
     rewards, lengths = gather_rows(acc, ragged, batch.rewards.float().contiguous(), batch.lengths().float().contiguous())
-    grouped = rewards.reshape(-1, batch.group_size)
+    grouped = rewards.reshape(-1, batch.num_generations)
     zero = torch.zeros((), device=acc.device)
     sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in TOKEN_STATS),
                                    torch.as_tensor(stats.tokens, device=acc.device).float()]), "sum")
@@ -39,7 +39,7 @@ def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: Upd
                 "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
                 "perf/optimizer_steps": 0.0 if stats.skipped else float(len(stats.grad_norms)),
                 "loss/nonfinite_steps": float(nonfinite_steps), **batch.metrics}
-    if stats.entropy_bonuses:  # what entropy_coef's term took off loss/policy
+    if stats.entropy_bonuses:  # what the token-mean entropy term took off loss/policy
         averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()
     reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
     metrics = {

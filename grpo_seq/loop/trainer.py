@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from ..io import checkpoint as ckpt
 from ..math.advantages import compute_advantages
 from ..math.batch import RolloutBatch
-from .config import GRPOConfig
+from .config import LoopConfig
 from .diagnostics import SignalWatch
 from .dynamic_sampling import fill_informative
 from .entropy_control import EntropyControl
@@ -37,31 +37,28 @@ from .step_metrics import step_metrics
 from .update import PolicyUpdate, UpdateStats, adamw
 from ..sampling.base import Budgeted, GroupSampler
 
-__all__ = ["GRPOTrainer", "compute_advantages"]
+__all__ = ["GRPOLoop", "compute_advantages"]
 
 logger = logging.getLogger(__name__)
 
 ScoreFn = Callable[[RolloutBatch], RolloutBatch]
 
 
-def _ask_for_entropy_grad(config: GRPOConfig, policy: nn.Module) -> None:
-    """An objective with an entropy term (ent_coef, entropy_coef, adaptive entropy) needs the
-    policy's entropy with a gradient: a policy that computes it only on request
-    (``enable_entropy_grad``, a language model) is asked; one that cannot give it is refused."""
-    needs = {"ent_coef": config.ent_coef > 0, "entropy_coef": config.entropy_coef > 0 or config.use_adaptive_entropy}
+def _ask_for_entropy_grad(config: LoopConfig, policy: nn.Module) -> None:
+    """An objective with an entropy term (ent_coef, adaptive entropy) needs the policy's entropy
+    with a gradient: a policy that computes it only on request (``enable_entropy_grad``, a
+    language model) is asked; one that cannot give it is refused."""
     has_grad = lambda: getattr(policy, "entropy_has_grad", False)  # noqa: E731
-    if any(needs.values()) and not has_grad() and hasattr(policy, "enable_entropy_grad"):
+    if not (config.ent_coef > 0 or config.use_adaptive_entropy) or has_grad():
+        return
+    if hasattr(policy, "enable_entropy_grad"):
         policy.enable_entropy_grad()
-    name = type(policy).__name__
-    if needs["ent_coef"] and not has_grad():
-        raise ConfigError(f"GRPOConfig.ent_coef={config.ent_coef}: {name} gives no entropy with a gradient; "
-                          "set ent_coef to 0")
-    if needs["entropy_coef"] and not has_grad():
-        raise ConfigError(f"GRPOConfig.entropy_coef={config.entropy_coef}: {name} gives no entropy with a gradient; "
-                          "set entropy_coef to 0 and use_adaptive_entropy to false")
+    if not has_grad():
+        raise ConfigError(f"LoopConfig.ent_coef={config.ent_coef}: {type(policy).__name__} gives no entropy with a "
+                          "gradient; set ent_coef to 0 and use_adaptive_entropy to false")
 
 
-class GRPOTrainer:
+class GRPOLoop:
     """Trains ``policy`` with GRPO on groups drawn by ``sampler``.
 
     Constructing it seeds the global python, numpy and torch RNGs with ``config.seed``
@@ -81,12 +78,12 @@ class GRPOTrainer:
             config's settings when omitted.
     """
 
-    def __init__(self, config: GRPOConfig, policy: nn.Module, sampler: GroupSampler,
+    def __init__(self, config: LoopConfig, policy: nn.Module, sampler: GroupSampler,
                  accelerator: Accelerator | None = None, score_fn: ScoreFn | None = None,
                  make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None):
-        if sampler.group_size != config.num_generations or sampler.num_groups != config.num_groups:
+        if sampler.num_generations != config.num_generations or sampler.num_groups != config.num_groups:
             raise ValueError(
-                f"sampler draws {sampler.num_groups} groups of {sampler.group_size} but GRPOConfig says "
+                f"sampler draws {sampler.num_groups} groups of {sampler.num_generations} but LoopConfig says "
                 f"num_groups={config.num_groups}, num_generations={config.num_generations}"
             )
         _ask_for_entropy_grad(config, policy)
@@ -221,10 +218,10 @@ class GRPOTrainer:
         with acc.autocast():
             batch = self.sampler.sample(self.policy)
         expected = (cfg.num_groups * cfg.num_generations, cfg.num_generations)
-        if (batch.batch_size, batch.group_size) != expected:
+        if (batch.batch_size, batch.num_generations) != expected:
             raise ValueError(
                 f"{type(self.sampler).__name__}.sample returned {batch.batch_size} outputs in groups of "
-                f"{batch.group_size}; GRPOConfig asks for num_groups={cfg.num_groups} x num_generations="
+                f"{batch.num_generations}; LoopConfig asks for num_groups={cfg.num_groups} x num_generations="
                 f"{cfg.num_generations} = {expected[0]} outputs in groups of {expected[1]}"
             )
         if self.score_fn is not None:
@@ -237,7 +234,7 @@ class GRPOTrainer:
         if not self.config.mask_truncated_completions:
             return batch
         if batch.truncated is None:
-            raise ConfigError(f"GRPOConfig.mask_truncated_completions: {type(self.sampler).__name__} marks no output as "
+            raise ConfigError(f"LoopConfig.mask_truncated_completions: {type(self.sampler).__name__} marks no output as "
                               "truncated (batch.truncated); set it to false")
         return dataclasses.replace(batch, mask=batch.mask & ~batch.truncated.bool()[:, None])
 
@@ -294,7 +291,7 @@ class GRPOTrainer:
         that diverged or hold NaN are refused (:class:`grpo_seq.loop.guards.WeightGuard`)."""
         directory = Path(directory) if directory else (self.output_dir / "policy" if self.output_dir else None)
         if directory is None:
-            raise ValueError("GRPOTrainer.save needs a directory when GRPOConfig.output_dir is None")
+            raise ValueError("GRPOLoop.save needs a directory when LoopConfig.output_dir is None")
         self.start_run()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
@@ -306,7 +303,7 @@ class GRPOTrainer:
         ``extra``: the caller's own JSON-able state (a recipe's evaluation schedule, ...), returned
         by :meth:`resume`. Call it on every process: each contributes its RNG and sampler state."""
         if self.output_dir is None:
-            raise ValueError("GRPOTrainer.save_checkpoint needs GRPOConfig.output_dir")
+            raise ValueError("GRPOLoop.save_checkpoint needs LoopConfig.output_dir")
         self.start_run()
         return checkpointing.save_checkpoint(self, extra)
 

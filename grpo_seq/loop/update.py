@@ -16,7 +16,7 @@ from accelerate.utils import DistributedType
 from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
-from .config import GRPOConfig
+from .config import LoopConfig
 from .entropy_control import EntropyControl
 from ..math.objective import REDUCTIONS, LossVariant, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
 from .stopping import any_process
@@ -42,7 +42,7 @@ class UpdateStats:
     tokens: float | Tensor = 0.0
     losses: list[Tensor] = field(default_factory=list)
     grad_norms: list[Tensor] = field(default_factory=list)
-    entropy_bonuses: list[Tensor] = field(default_factory=list)  # each optimizer step's entropy_coef term
+    entropy_bonuses: list[Tensor] = field(default_factory=list)  # each optimizer step's token-mean entropy term
     extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
     skipped: bool = False  # skip_steps_without_signal: no optimizer step this step
 
@@ -70,7 +70,7 @@ class PolicyUpdate:
         guard: the weight checks after each optimizer step.
     """
 
-    def __init__(self, config: GRPOConfig, accelerator: Accelerator, model: nn.Module, optimizer: Any,
+    def __init__(self, config: LoopConfig, accelerator: Accelerator, model: nn.Module, optimizer: Any,
                  policy: nn.Module, params: list[nn.Parameter], shuffle_gen: torch.Generator,
                  entropy_control: EntropyControl, guard: WeightGuard):
         self.config, self.accelerator, self.model, self.optimizer = config, accelerator, model, optimizer
@@ -248,7 +248,7 @@ class PolicyUpdate:
         loss, stats = grpo_loss(
             logp_t, old_logp_t, sub.advantages, sub.mask, eps_low=self.epsilon, eps_high=cfg.epsilon_high,
             beta=0.0 if cfg.kl_in_reward else cfg.beta, ref_logp_t=sub.ref_logp, loss_type=cfg.loss_type, **counts,
-            ent_coef=0.0 if stand_in else cfg.ent_coef, entropy_t=entropy_t, is_weight_t=is_weight_t,
+            ent_coef=0.0 if stand_in or cfg.ent_mean == "token" else cfg.ent_coef, entropy_t=entropy_t, is_weight_t=is_weight_t,
             variant=variant, sampler_logp_t=sub.sampler_logp,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")

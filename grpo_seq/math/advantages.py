@@ -21,7 +21,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from .batch import RolloutBatch
-    from ..loop.config import GRPOConfig
+    from ..loop.config import LoopConfig
 
 __all__ = [
     "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
@@ -321,7 +321,13 @@ def anchor_step_advantages(returns_t: Tensor, mask_t: Tensor, anchors_t: Tensor,
     return out
 
 
-def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
+def scale_and_level(config: "LoopConfig") -> tuple[bool, str]:
+    """``config.scale_rewards`` (group, batch or none) as the math's two arguments: whether to
+    divide by a std, and over what."""
+    return config.scale_rewards != "none", "group" if config.scale_rewards == "none" else config.scale_rewards
+
+
+def compute_advantages(batch: "RolloutBatch", config: "LoopConfig", reward_weights: Tensor | None = None) -> Tensor:
     """Per-token advantages ``(B, T)`` of a group-major batch: :func:`group_advantages`, plus, with
     ``config.step_advantage_w`` > 0, that many times GiGPO's step advantages at anchor states
     (eq. 8 of arXiv 2505.10978, ``A = A^E + w A^S``: :func:`anchor_advantages`)."""
@@ -330,14 +336,14 @@ def compute_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weigh
     return adv + w * anchor_advantages(batch, config) if w else adv
 
 
-def anchor_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
+def anchor_advantages(batch: "RolloutBatch", config: "LoopConfig") -> Tensor:
     """:func:`anchor_step_advantages` of a batch, ``(B, T)``: an env rollout's anchors are its
     observations; a text environment's, the observation each turn answers (``batch.step_anchor``),
     compared turn by turn and given to every token of the turn. Returns-to-go are discounted by
     ``config.gamma`` and divided by the step group's std where ``config.scale_rewards`` (GiGPO's
     mean_std_norm; else its mean_norm)."""
     if batch.step_rewards is None or not (batch.one_observation_per_token or batch.step_anchor is not None):
-        raise ValueError("GRPOConfig.step_advantage_w: anchor states need an env rollout or a text environment's "
+        raise ValueError("LoopConfig.step_advantage_w: anchor states need an env rollout or a text environment's "
                          "turns (an observation and a reward per step); set step_advantage_w=0")
     mask, r_t = batch.mask, batch.step_rewards.float()
     if batch.step_index is not None:  # a text env: per-turn rewards, mask and anchors
@@ -348,36 +354,36 @@ def anchor_advantages(batch: "RolloutBatch", config: "GRPOConfig") -> Tensor:
             1, idx, torch.where(keep, batch.step_anchor, -1), "amax").unsqueeze(-1).double()
     else:
         m_t, obs = mask, batch.context
-    shape = (batch.num_groups, batch.group_size, r_t.shape[1])
+    shape = (batch.num_groups, batch.num_generations, r_t.shape[1])
     m_t = m_t.reshape(shape)
     ret_t = discounted_returns(r_t * m_t.reshape(r_t.shape).float(), config.gamma).reshape(shape)
     anchors_t = anchor_states(obs.reshape(*shape, -1), m_t)
-    adv_t = anchor_step_advantages(ret_t, m_t, anchors_t, config.scale_rewards).reshape(batch.batch_size, -1)
+    adv_t = anchor_step_advantages(ret_t, m_t, anchors_t, scale_and_level(config)[0]).reshape(batch.batch_size, -1)
     if batch.step_index is None:
         return adv_t
     return adv_t.gather(1, idx) * keep
 
 
-def group_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights: Tensor | None = None) -> Tensor:
+def group_advantages(batch: "RolloutBatch", config: "LoopConfig", reward_weights: Tensor | None = None) -> Tensor:
     """Per-token advantages ``(B, T)`` of a group-major batch, as ``config.advantage`` says:
     ``outcome`` from ``batch.rewards`` (or, with ``multi_objective_aggregation=normalize_then_sum``,
     from ``batch.reward_components`` and ``reward_weights``: :func:`gdpo_advantages`),
     ``process`` or ``stepwise`` from ``batch.step_rewards`` (``config.scale_rewards``,
-    ``scale_rewards_level``, ``config.gamma`` and ``config.absorb_ended`` apply as in the
+    ``config.gamma`` and ``config.absorb_ended`` apply as in the
     functions above)."""
-    G, mask = batch.group_size, batch.mask
+    G, mask = batch.num_generations, batch.mask
     if config.advantage == "outcome" and getattr(config, "multi_objective_aggregation", "") == "normalize_then_sum":
         if batch.reward_components is None:
-            raise ValueError("GRPOConfig.multi_objective_aggregation='normalize_then_sum' needs each reward function's "
+            raise ValueError("LoopConfig.multi_objective_aggregation='normalize_then_sum' needs each reward function's "
                              "values (batch.reward_components); this sampler gives one reward only")
         comps = batch.reward_components.reshape(-1, G, batch.reward_components.shape[-1])
         return broadcast_outcome(gdpo_advantages(comps, reward_weights).reshape(-1), mask.float())
     if config.advantage == "outcome":
-        level = getattr(config, "scale_rewards_level", "group")
-        adv = outcome_advantages(batch.rewards.reshape(-1, G), config.scale_rewards, level).reshape(-1)
+        scale, level = scale_and_level(config)
+        adv = outcome_advantages(batch.rewards.reshape(-1, G), scale, level).reshape(-1)
         return broadcast_outcome(adv, mask.float())
     if batch.step_rewards is None:
-        raise ValueError(f"GRPOConfig.advantage={config.advantage!r} needs per-step rewards; this sampler gives none")
+        raise ValueError(f"LoopConfig.advantage={config.advantage!r} needs per-step rewards; this sampler gives none")
     r_t, m_t = batch.step_rewards, mask
     if batch.step_index is not None:  # a step spans several tokens (a text env's turn): compare steps
         r_t, m_t = steps_of_tokens(r_t, m_t, batch.step_index)
@@ -386,8 +392,8 @@ def group_advantages(batch: "RolloutBatch", config: "GRPOConfig", reward_weights
     if config.advantage == "process":
         adv_t = process_advantages(r_t, m_t)
     else:
-        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, config.scale_rewards, config.absorb_ended,
-                                           getattr(config, "scale_rewards_level", "group"))
+        scale, level = scale_and_level(config)
+        adv_t = stepwise_return_advantages(r_t, m_t, config.gamma, scale, config.absorb_ended, level)
     adv_t = adv_t.reshape(batch.batch_size, -1)
     if batch.step_index is not None:  # each token gets its step's advantage
         keep = mask.bool() & (batch.step_index >= 0)

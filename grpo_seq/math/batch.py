@@ -80,7 +80,7 @@ class RolloutBatch:
         mask: ``(B, T)`` bool, True where a token belongs to the output; padding, post-EOS
             and post-termination positions are False and never count.
         group: ``(B,)`` long, index of the group (prompt or start state) of each output.
-        group_size: G, outputs per group.
+        num_generations: G, outputs per group.
         rewards: ``(B,)`` outcome reward of each output.
         step_rewards: ``(B, T)`` reward of each step, for process supervision, or None.
         old_logp: ``(B, T)`` log-probs under the sampling policy (kept for mu > 1), or None; NaN
@@ -103,7 +103,7 @@ class RolloutBatch:
         step_anchor: ``(B, T)`` long where ``step_index`` is set: an id of the observation each
             token's step answers (a text environment's prompt, then its answers), equal ids for
             equal observations across the batch, -1 outside the mask; GiGPO's anchor states
-            (``GRPOConfig.step_advantage_w``). None: an env rollout's anchors are its observations.
+            (``LoopConfig.step_advantage_w``). None: an env rollout's anchors are its observations.
         metrics: the sampler's and reward functions' own figures for this batch (name -> value),
             logged by the trainer with its own.
         partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
@@ -113,7 +113,7 @@ class RolloutBatch:
     tokens: Tensor
     mask: Tensor
     group: Tensor
-    group_size: int
+    num_generations: int
     rewards: Tensor
     step_rewards: Tensor | None = None
     old_logp: Tensor | None = None
@@ -145,10 +145,10 @@ class RolloutBatch:
                                  f"{'(the shape of tokens)' if name in _PER_TOKEN else '(one row per output)'}")
         if self.text is not None:
             self.text.check(b)
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 to compare outputs, got {self.group_size}")
-        if not self.partial and b % self.group_size:
-            raise ValueError(f"batch of {b} outputs is not divisible by group_size {self.group_size}")
+        if self.num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2 to compare outputs, got {self.num_generations}")
+        if not self.partial and b % self.num_generations:
+            raise ValueError(f"batch of {b} outputs is not divisible by num_generations {self.num_generations}")
 
     @property
     def batch_size(self) -> int:
@@ -156,7 +156,7 @@ class RolloutBatch:
 
     @property
     def num_groups(self) -> int:
-        return self.batch_size // self.group_size
+        return self.batch_size // self.num_generations
 
     @property
     def num_tokens(self) -> int:

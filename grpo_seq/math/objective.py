@@ -441,7 +441,7 @@ def sampler_log_ratio(old_logp_t: Tensor, sampler_logp_t: Tensor, mask_t: Tensor
     and where ``q``'s log-prob is NaN, i.e. unknown), or with ``level="sequence"`` one ratio per
     completion, ``d_i = sum_t d_t`` (``(B, 1)``): the log of ``pi_old(o_i) / q(o_i)``. ``pi_old``
     is the trained policy's log-prob at sampling time, ``q`` the sampler's (a bfloat16 or int8
-    copy, or vLLM in TRL: ``old_per_token_logps - sampling_per_token_logps``, GRPOTrainer).
+    copy, or vLLM in TRL: ``old_per_token_logps - sampling_per_token_logps``, TRL's GRPOTrainer).
     """
     d = old_logp_t.detach().float() - sampler_logp_t.float()
     d = torch.where(mask_t.bool(), d, d.new_zeros(()))

@@ -111,9 +111,9 @@ class CausalLMPolicy(nn.Module):
         grad_entropy = with_entropy and self.entropy_has_grad and torch.is_grad_enabled()
         run = self.model if fused is None else fused[0]
         if share is not None:
-            out = self._prefix_shared_pass(run, prompt, prompt_mask, tokens, *share, logits=fused is None)
+            out = prefix_shared_pass(run, prompt, prompt_mask, tokens, *share, logits=fused is None)
         else:
-            out = self._full_pass(run, prompt, prompt_mask, tokens, logits=fused is None)
+            out = full_pass(run, prompt, prompt_mask, tokens, logits=fused is None)
         # The distribution the tokens were drawn from: the sampler's temperature scales the logits.
         temperature = float(batch.temperature)
         if fused is not None:
@@ -154,22 +154,6 @@ class CausalLMPolicy(nn.Module):
             return None
         return body, head
 
-    @staticmethod
-    def _full_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, logits: bool) -> Tensor:
-        """What predicts each completion token (``(B, T, V)`` logits from the model, or
-        ``(B, T, H)`` last hidden states from its body), from one pass over prompt + completion."""
-        t_eff = tokens.shape[1]
-        input_ids = torch.cat([prompt, tokens], dim=1)
-        attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
-        # Left padding shifts positions; generate() counts them from the attention mask, so
-        # scoring must too or log-probs would not match sampling.
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
-        # Position i predicts token i + 1: the last t_eff + 1 positions, minus the last.
-        if logits:
-            return run(**kwargs, logits_to_keep=t_eff + 1).logits[:, :-1]
-        return run(**kwargs).last_hidden_state[:, -(t_eff + 1):-1]
-
     @property
     def _checkpointing(self) -> bool:
         for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # newer name first
@@ -190,32 +174,6 @@ class CausalLMPolicy(nn.Module):
         if not torch.equal(prompt[first][inverse], prompt):
             return None  # a group label that does not mean "same prompt": score rows apart
         return first, inverse
-
-    @staticmethod
-    def _prefix_shared_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, first: Tensor,
-                            inverse: Tensor, logits: bool) -> Tensor:
-        """The same as :meth:`_full_pass`, with each distinct prompt run once.
-
-        The G completions of a prompt attend to one copy of its keys and values (gathered per
-        row, so gradients from every completion flow back into the one prompt pass): the
-        prompt's share of the forward and backward cost drops G-fold, the result is unchanged.
-        """
-        pm = prompt_mask.long()[first]
-        extra = {"logits_to_keep": 1} if logits else {}
-        head = run(input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
-                   use_cache=True, **extra)
-        cache = output_cache(head)
-        cache.batch_select_indices(inverse)
-        t_eff = tokens.shape[1]
-        attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
-        position_ids = pm.sum(-1)[inverse, None] + torch.arange(t_eff, device=tokens.device)
-        extra = {"logits_to_keep": t_eff} if logits else {}
-        tail = run(input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
-                   **cache_kwargs(run, cache), use_cache=True, **extra)
-        # The last prompt position predicts the first completion token.
-        if logits:
-            return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
-        return torch.cat([head.last_hidden_state[inverse, -1:], tail.last_hidden_state[:, :-1]], dim=1)
 
     def _generation_model(self) -> nn.Module:
         """The model to sample from: itself, or under 16-bit autocast its 16-bit copy, re-cast
@@ -340,6 +298,48 @@ class CausalLMPolicy(nn.Module):
         missing = [k for k in missing if k in own]
         if missing or unexpected:
             raise ValueError(f"{directory}: weights missing {missing[:5]} / unexpected {list(unexpected)[:5]} for this model")
+
+
+def full_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, logits: bool) -> Tensor:
+    """What predicts each completion token (``(B, T, V)`` logits from the model, or
+    ``(B, T, H)`` last hidden states from its body), from one pass over prompt + completion."""
+    t_eff = tokens.shape[1]
+    input_ids = torch.cat([prompt, tokens], dim=1)
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
+    # Left padding shifts positions; generate() counts them from the attention mask, so
+    # scoring must too or log-probs would not match sampling.
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    # Position i predicts token i + 1: the last t_eff + 1 positions, minus the last.
+    if logits:
+        return run(**kwargs, logits_to_keep=t_eff + 1).logits[:, :-1]
+    return run(**kwargs).last_hidden_state[:, -(t_eff + 1):-1]
+
+
+def prefix_shared_pass(run: nn.Module, prompt: Tensor, prompt_mask: Tensor, tokens: Tensor, first: Tensor,
+                        inverse: Tensor, logits: bool) -> Tensor:
+    """The same as :func:`full_pass`, with each distinct prompt run once.
+
+    The G completions of a prompt attend to one copy of its keys and values (gathered per
+    row, so gradients from every completion flow back into the one prompt pass): the
+    prompt's share of the forward and backward cost drops G-fold, the result is unchanged.
+    """
+    pm = prompt_mask.long()[first]
+    extra = {"logits_to_keep": 1} if logits else {}
+    head = run(input_ids=prompt[first], attention_mask=pm, position_ids=(pm.cumsum(-1) - 1).clamp(min=0),
+               use_cache=True, **extra)
+    cache = output_cache(head)
+    cache.batch_select_indices(inverse)
+    t_eff = tokens.shape[1]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(tokens)], dim=1)
+    position_ids = pm.sum(-1)[inverse, None] + torch.arange(t_eff, device=tokens.device)
+    extra = {"logits_to_keep": t_eff} if logits else {}
+    tail = run(input_ids=tokens, attention_mask=attention_mask, position_ids=position_ids,
+               **cache_kwargs(run, cache), use_cache=True, **extra)
+    # The last prompt position predicts the first completion token.
+    if logits:
+        return torch.cat([head.logits[inverse], tail.logits[:, :-1]], dim=1)
+    return torch.cat([head.last_hidden_state[inverse, -1:], tail.last_hidden_state[:, :-1]], dim=1)
 
 
 def _logprobs_and_entropy(logits: Tensor, tokens: Tensor, temperature: float) -> tuple[Tensor, Tensor]:

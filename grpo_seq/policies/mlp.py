@@ -86,7 +86,7 @@ class CategoricalMLPPolicy(nn.Module):
             ``num_actions``.
     """
 
-    # its forward's entropies are differentiable, so GRPOConfig.ent_coef can train on them
+    # its forward's entropies are differentiable, so LoopConfig.ent_coef can train on them
     entropy_has_grad = True
     # a token's log-prob reads its own observation only: the trainer may score a minibatch of env
     # steps as that many one-step outputs instead of running every episode forward under a mask

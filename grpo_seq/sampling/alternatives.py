@@ -33,12 +33,12 @@ __all__ = ["AlternativesSampler"]
 
 
 class AlternativesSampler(RandomStreams):
-    """``num_groups`` states per call, each with ``group_size`` alternatives (a :class:`GroupSampler`).
+    """``num_groups`` states per call, each with ``num_generations`` alternatives (a :class:`GroupSampler`).
 
     Args:
         env_fn: makes the environment the policy walks (called once).
         num_groups: states (groups) per call; the walk moves ``stride`` policy steps between them.
-        group_size: alternatives per state; ``None`` tries every discrete action once.
+        num_generations: alternatives per state; ``None`` tries every discrete action once.
         horizon: env steps per alternative: its own action, then ``horizon - 1`` policy steps.
         gamma: discount over the horizon.
         reward_fn: ``reward_fn(state, action, next_state)`` in place of the env's reward
@@ -48,7 +48,7 @@ class AlternativesSampler(RandomStreams):
     walk's env state: a resumed run starts a new walk.
     """
 
-    def __init__(self, env_fn: Callable[[], gym.Env], num_groups: int, group_size: int | None = None,
+    def __init__(self, env_fn: Callable[[], gym.Env], num_groups: int, num_generations: int | None = None,
                  horizon: int = 1, gamma: float = 1.0, seed: int = 0, reward_fn: StepRewardFn | None = None,
                  stride: int = 1):
         self.env = env_fn()
@@ -58,10 +58,10 @@ class AlternativesSampler(RandomStreams):
             raise UsageError(f"{self.name}: actions must be Discrete to try each one, got {act_space}")
         self.num_actions = int(act_space.n)
         self.obs_dim = int(self.env.observation_space.shape[0])
-        self.enumerate = group_size is None
-        self.group_size = self.num_actions if group_size is None else int(group_size)
-        if self.group_size < 2:
-            raise UsageError(f"AlternativesSampler: a group needs at least 2 alternatives, got {self.group_size}")
+        self.enumerate = num_generations is None
+        self.num_generations = self.num_actions if num_generations is None else int(num_generations)
+        if self.num_generations < 2:
+            raise UsageError(f"AlternativesSampler: a group needs at least 2 alternatives, got {self.num_generations}")
         if num_groups < 1 or horizon < 1 or stride < 1:
             raise UsageError(f"AlternativesSampler: num_groups, horizon and stride must be >= 1, got "
                              f"{num_groups}, {horizon}, {stride}")
@@ -86,12 +86,12 @@ class AlternativesSampler(RandomStreams):
     def _first_actions(self, act: Actor, obs: np.ndarray) -> np.ndarray:
         if self.enumerate:
             return np.arange(self.num_actions)
-        return act(np.repeat(obs[None], self.group_size, axis=0))
+        return act(np.repeat(obs[None], self.num_generations, axis=0))
 
     def _try_alternatives(self, act: Actor, obs: np.ndarray, g: int, out: dict[str, list]) -> np.ndarray:
         """Step each alternative from ``obs`` for up to ``horizon`` steps; returns the first actions and
         appends every transition (state, action, next state, env reward, row, discount) to ``out``."""
-        G = self.group_size
+        G = self.num_generations
         first = self._first_actions(act, obs)
         envs = self.snapshots.copies(self.env, G)
         states = np.repeat(obs[None], G, axis=0)
@@ -132,7 +132,7 @@ class AlternativesSampler(RandomStreams):
             rewards = apply_step_reward(self.reward_fn, np.stack(out["s"]), np.asarray(out["a"]), np.stack(out["s2"]))
         else:
             rewards = np.asarray(out["r"], dtype=np.float32)
-        scores = np.zeros(self.num_groups * self.group_size, dtype=np.float64)
+        scores = np.zeros(self.num_groups * self.num_generations, dtype=np.float64)
         np.add.at(scores, np.asarray(out["row"]), rewards * np.asarray(out["disc"]))
         if not np.isfinite(scores).all():
             raise UsageError(f"{self.name} returned a non-finite reward (NaN or inf) while stepping an alternative")
@@ -140,7 +140,7 @@ class AlternativesSampler(RandomStreams):
 
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
-        n, G = self.num_groups, self.group_size
+        n, G = self.num_groups, self.num_generations
         act = make_actor(policy, self.action_rng, self.torch_gen)
         states = np.zeros((n, self.obs_dim), dtype=np.float32)
         tokens = np.zeros((n, G), dtype=np.int64)
@@ -157,7 +157,7 @@ class AlternativesSampler(RandomStreams):
             tokens=torch.from_numpy(tokens.reshape(B, 1)),
             mask=torch.ones(B, 1, dtype=torch.bool),
             group=torch.arange(n).repeat_interleave(G),
-            group_size=G,
+            num_generations=G,
             rewards=scores,
             step_rewards=scores.reshape(B, 1).clone(),
         )

@@ -15,7 +15,7 @@ __all__ = ["GroupSampler", "Resumable", "EpisodeSampler", "Budgeted", "RandomStr
 
 @runtime_checkable
 class GroupSampler(Protocol):
-    """Draws ``num_groups`` groups of ``group_size`` outputs with the current policy.
+    """Draws ``num_groups`` groups of ``num_generations`` outputs with the current policy.
 
     The members of a group share their prompt (or environment start state), so their rewards
     are comparable. ``sample`` runs without gradients and returns a :class:`RolloutBatch` laid
@@ -25,7 +25,7 @@ class GroupSampler(Protocol):
     """
 
     num_groups: int
-    group_size: int
+    num_generations: int
 
     def sample(self, policy: nn.Module) -> RolloutBatch: ...
 
@@ -55,7 +55,7 @@ class EpisodeSampler(Protocol):
     """
 
     num_groups: int
-    group_size: int
+    num_generations: int
     num_envs: int
     env_steps: int
     last_episode_returns: list[float]

@@ -44,7 +44,7 @@ class LMGroupSampler:
         tokenizer: the policy's tokenizer (left padding and a pad token are set here).
         dataset: an indexable of rows (a ``datasets.Dataset`` or a list of dicts).
         num_groups: prompts per step on this process.
-        group_size: G, completions per prompt.
+        num_generations: G, completions per prompt.
         max_completion_length: most new tokens per completion.
         temperature, top_p, top_k: sampling settings (top_k 0 disables it).
         generation_batch_size: prompts per ``generate`` call (0: all of the step's at once).
@@ -63,7 +63,7 @@ class LMGroupSampler:
         tokenizer,
         dataset: Sequence[dict[str, Any]],
         num_groups: int,
-        group_size: int,
+        num_generations: int,
         max_completion_length: int = 256,
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -85,12 +85,12 @@ class LMGroupSampler:
                 f"LMGroupSampler: the dataset has no {prompt_column!r} column (columns: {sorted(first)}); "
                 "map your data to a prompt column first"
             )
-        if group_size < 2:
-            raise ValueError(f"LMGroupSampler: group_size (G) must be >= 2, got {group_size}")
+        if num_generations < 2:
+            raise ValueError(f"LMGroupSampler: num_generations (G) must be >= 2, got {num_generations}")
         if not temperature > 0:
             raise ValueError(f"LMGroupSampler: temperature must be > 0, got {temperature}")
         self.tokenizer, self.dataset = tokenizer, dataset
-        self.num_groups, self.group_size = num_groups, group_size
+        self.num_groups, self.num_generations = num_groups, num_generations
         self.max_completion_length = max_completion_length
         self.prompt_column = prompt_column
         self.generation_batch_size = generation_batch_size or num_groups
@@ -154,7 +154,7 @@ class LMGroupSampler:
 
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
-        G = self.group_size
+        G = self.num_generations
         rows = [self.dataset[i] for i in self._next_indices()]
         prompts = [row[self.prompt_column] for row in rows]
         texts = [self.render(p) for p in prompts]
@@ -223,7 +223,7 @@ def text_batch(
         tokens=tokens,
         mask=mask,
         group=torch.arange(len(rows), device=tokens.device).repeat_interleave(G),
-        group_size=G,
+        num_generations=G,
         rewards=torch.zeros(len(rows) * G, device=tokens.device),
         prompt_mask=prompt_mask.repeat_interleave(G, 0),
         temperature=temperature,  # the policy scores under the sampled distribution

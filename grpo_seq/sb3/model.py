@@ -9,6 +9,7 @@ import warnings
 from collections import deque
 from typing import Any, Callable
 
+import gymnasium as gym
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -69,7 +70,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
     return. ``group_mode="alternatives"``: groups of actions tried at one state
     (:class:`grpo_seq.sampling.alternatives.AlternativesSampler`) with ``horizon`` env steps each;
     ``max_episode_steps`` for an env without a time limit; ``exploration_bonus`` (None: the env
-    program's default, 0: none; :class:`grpo_seq.sampling.novelty.NoveltyBonus`); and any :class:`GRPOConfig` field
+    program's default, 0: none; :class:`grpo_seq.sampling.novelty.NoveltyBonus`); and any :class:`LoopConfig` field
     (``num_groups``, ``beta``, ``loss_type``, ...). Any other argument is a :class:`UsageError`.
     """
 
@@ -108,7 +109,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         set_seed(self.seed)  # before the policy's initial weights are drawn, as the recipe does
         if env is None and _policy is None:
             raise UsageError("GRPO needs an env (a gymnasium env, an env id or a VecEnv); GRPO.load takes env=None")
-        source = resolve_env(env) if env is not None else None
+        source = resolve_env(env, **arguments.action_form(self.policy_kwargs)) if env is not None else None
         self.policy = _policy if _policy is not None else self._make_policy(source)
         self.policy = self.policy.to(self.device)
         self.observation_space = getattr(self.policy, "observation_space", None)
@@ -152,7 +153,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
-        if "obs_scale" not in kw and codec.identity:  # as the env program: CartPole's thresholds, else random play's
+        flat = isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
+        if "obs_scale" not in kw and flat:  # as the env program: CartPole's thresholds, else random play's
             kw["obs_scale"] = default_obs_scale(env)
             env_id = _env_id(source)
             if kw["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
@@ -164,7 +166,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
 
     @property
     def _trainer(self) -> Any:
-        """The run's :class:`grpo_seq.GRPOTrainer` (None before an env is set)."""
+        """The run's :class:`grpo_seq.GRPOLoop` (None before an env is set)."""
         return self._run.trainer if self._run is not None else None
 
     @property
@@ -178,7 +180,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
             int(self._source.env.action_space.n)
 
     def _check_config(self, source: EnvSource | None) -> None:
-        """Build (and so validate) the GRPOConfig now, so a bad argument fails at construction."""
+        """Build (and so validate) the LoopConfig now, so a bad argument fails at construction."""
         ours, alt = dict(self._ours), self.group_mode == "alternatives"
         if alt:
             ours.setdefault("advantage", "outcome")
@@ -223,7 +225,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Train on ``env`` from now on: the same spaces and number of envs as the model's (SB3's
         checks); ``force_reset=False`` keeps the last observation (SB3's ``_last_obs``)."""
-        source = env if isinstance(env, EnvSource) else resolve_env(env)
+        source = env if isinstance(env, EnvSource) else resolve_env(env, **arguments.action_form(self.policy_kwargs))
         if self._source is not None and source.n_envs != self.n_envs:
             raise AssertionError(f"The number of environments to be set is different from the number of environments "
                                  f"in the model: ({source.n_envs} != {self.n_envs}), whereas `set_env` requires them "

@@ -172,7 +172,7 @@ class GRPOConfig:
         """A TRL option that grpo-seq cannot apply is refused at any value but TRL's default."""
         from ..jobs.lm_spec import LMJob
 
-        core = {f.name for f in fields(LMJob)}
+        core = {f.name for f in fields(LMJob)} | MAPPED
         for key, value in self._trl_only.items():
             if key in core or key in NO_EFFECT or _same(value, TRL_DEFAULTS[key]):
                 continue
@@ -325,23 +325,22 @@ class GRPOConfig:
         from ..loop.config import LOSS_TYPES as CORE_LOSS_TYPES  # the core config validates against these
 
         core = {f.name for f in fields(LMJob)}
-        mine = {f.name for f in fields(self)}
         out = {k: v for k, v in self._trl_only.items() if k in core}
-        for name in ("sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps"):
-            if name in core and name in mine:
-                out[name] = getattr(self, name)
-        if "sync_ref_model" not in core:  # an older core: the reference is replaced every ref_model_sync_steps
-            if self.sync_ref_model and self.ref_model_mixup_alpha != 1.0:
-                raise ConfigError("GRPOConfig.ref_model_mixup_alpha: this grpo-seq replaces the reference (alpha 1.0)")
-            out["ref_sync_steps"] = self.ref_model_sync_steps if self.sync_ref_model else 0
+        trl = self._trl_only
+        if trl.get("entropy_coef", 0.0) or trl.get("use_adaptive_entropy", False):  # TRL's token-mean bonus
+            out.update(ent_coef=trl.get("entropy_coef", 0.0), ent_mean="token",
+                       **{f"ent_coef_{k}": trl[f"entropy_coef_{k}"] for k in ("min", "max", "delta")
+                          if f"entropy_coef_{k}" in trl})
+        if self.sync_ref_model:  # TR-DPO: the core's reference sync with a mix
+            out.update(ref_sync_steps=self.ref_model_sync_steps, ref_sync_alpha=self.ref_model_mixup_alpha)
         out.setdefault("skip_steps_without_signal", False)  # TRL steps on every batch, signal or none
         out["loss_type"] = self.loss_type if self.loss_type in CORE_LOSS_TYPES else LOSS_TYPES[self.loss_type]
-        out["scale_rewards"] = self.scale_rewards in (True, "group", "batch")
-        if "scale_rewards_level" in core:
-            out["scale_rewards_level"] = "batch" if self.scale_rewards == "batch" else "group"
-        elif self.scale_rewards == "batch":
-            raise ConfigError("GRPOConfig.scale_rewards: 'batch' is not in this grpo-seq; use 'group' or 'none'")
+        out["scale_rewards"] = {True: "group", False: "none"}.get(self.scale_rewards, self.scale_rewards)
         return out
+
+
+# TRL options held by a core option of another name (lm_options maps them)
+MAPPED = frozenset({"entropy_coef", "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta"})
 
 
 def _same(value: Any, default: Any) -> bool:

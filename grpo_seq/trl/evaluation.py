@@ -38,9 +38,9 @@ def eval_surrogate(advantages: torch.Tensor, lengths: torch.Tensor, loss_type: s
     return float(-(a * n).sum() / n.sum().clamp(min=1))
 
 
-def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, batch_size: int,
+def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, num_generations: int, batch_size: int,
                   prefix: str, generation: dict[str, Any] | None = None) -> tuple[dict[str, float], list[float]]:
-    """Sample ``group_size`` completions of every prompt of ``data`` with the run's policy and
+    """Sample ``num_generations`` completions of every prompt of ``data`` with the run's policy and
     sampling settings, score them, and return TRL's metrics under ``prefix``: ``_loss``
     (:func:`eval_surrogate`), ``_reward``, ``_reward_std``, ``_rewards/<fn>/mean`` and ``/std``,
     ``_completions/mean_length``, and ``_reward_ci_low`` and ``_high`` (the 95% interval of the
@@ -49,16 +49,16 @@ def evaluate_rows(run: Any, data: Any, scorer: RewardScorer, group_size: int, ba
     cfg = run.spec
     rows = prompt_rows(read_rows(data), "prompt", source="eval_dataset")
     scorer.check_dataset(rows, source="eval_dataset")
-    drawn = max(group_size, 2)  # the sampler draws groups of 2 or more: with 1, the first of each pair counts
+    drawn = max(num_generations, 2)  # the sampler draws groups of 2 or more: with 1, the first of each pair counts
     batch = scorer(run.sample_rows(rows, drawn, batch_size, generation))
-    keep = torch.arange(0, batch.batch_size, drawn // group_size if group_size == 1 else 1)
+    keep = torch.arange(0, batch.batch_size, drawn // num_generations if num_generations == 1 else 1)
     rewards, components = batch.rewards.float()[keep], batch.reward_components[keep]
-    grouped = rewards.view(-1, group_size)
-    adv = _group_advantages(grouped, cfg.scale_rewards).flatten()
+    grouped = rewards.view(-1, num_generations)
+    adv = _group_advantages(grouped, cfg.scale_rewards != "none").flatten()
     lengths = batch.mask.sum(-1)[keep]
     out = {f"{prefix}_loss": eval_surrogate(adv, lengths, cfg.loss_type, cfg.max_completion_length),
            f"{prefix}_reward": float(rewards.mean()),
-           f"{prefix}_reward_std": float(grouped.std(-1).nan_to_num().mean()) if group_size > 1 else 0.0,
+           f"{prefix}_reward_std": float(grouped.std(-1).nan_to_num().mean()) if num_generations > 1 else 0.0,
            f"{prefix}_completions/mean_length": float(lengths.float().mean())}
     out.update(_per_function(components, scorer.names, prefix))
     per_prompt = grouped.mean(-1).tolist()

@@ -24,7 +24,7 @@ class Record(JobCallbacks):
     def on_step(self, run, metrics):
         batch = run.trainer.last_batch
         self.steps.append({"seeds": [int(env.np_random_seed) for env in run.trainer.sampler.envs],
-                           "group": batch.group.tolist(), "group_size": batch.group_size,
+                           "group": batch.group.tolist(), "num_generations": batch.num_generations,
                            "reply_tokens": int(batch.lengths().sum()), "tokens_total": metrics["perf/tokens_total"]})
 
     def on_end(self, run, summary):

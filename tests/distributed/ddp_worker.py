@@ -8,16 +8,16 @@ import torch
 from accelerate import Accelerator
 from safetensors.torch import save_file
 
-from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, LoopConfig, GRPOLoop
 
 torch.set_num_threads(1)
 out = sys.argv[1]
 acc = Accelerator(cpu=True)
-cfg = GRPOConfig(num_groups=2, num_generations=4, learning_rate=3e-2, beta=0.0, mu=2, num_minibatches=2)
+cfg = LoopConfig(num_groups=2, num_generations=4, learning_rate=3e-2, beta=0.0, mu=2, num_minibatches=2)
 sampler = EnvGroupSampler("CartPole-v1", 2, 4, seed=1_000_003 * acc.process_index)
 # Different initial weights per rank on purpose: DDP must broadcast rank 0's at wrap time.
 torch.manual_seed(acc.process_index)
-trainer = GRPOTrainer(cfg, CategoricalMLPPolicy(4, 2), sampler, acc)
+trainer = GRPOLoop(cfg, CategoricalMLPPolicy(4, 2), sampler, acc)
 
 
 class EqualRewards:
@@ -25,7 +25,7 @@ class EqualRewards:
     advantages are skipped) while rank 0 trains, and both must still meet in the all-reduce."""
 
     def __init__(self, inner):
-        self.inner, self.calls, self.num_groups, self.group_size = inner, 0, inner.num_groups, inner.group_size
+        self.inner, self.calls, self.num_groups, self.num_generations = inner, 0, inner.num_groups, inner.num_generations
 
     def sample(self, policy):
         batch = self.inner.sample(policy)

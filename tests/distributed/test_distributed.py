@@ -98,7 +98,7 @@ def test_grpo_seq_launch_ends_a_bad_option_as_one_line_with_its_status(tmp_path)
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     # both processes refuse the option; the first says so, the launcher adds nothing
     assert res.returncode == 2, res.stderr[-3000:]
-    assert res.stderr.strip() == "error: GRPOConfig.learning_rate: must be > 0, got -1.0"
+    assert res.stderr.strip() == "error: LoopConfig.learning_rate: must be > 0, got -1.0"
     assert not (tmp_path / "run").exists()
 
 
@@ -113,7 +113,7 @@ def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
     for s0, s1 in zip(r0["steps"], r1["steps"]):
         for s in (s0, s1):
             # each process plays its own 2 groups whole: all G = 3 episodes of a start state on one process
-            assert s["group_size"] == 3 and s["group"] == [0, 0, 0, 1, 1, 1]
+            assert s["num_generations"] == 3 and s["group"] == [0, 0, 0, 1, 1, 1]
             seeds = [s["seeds"][g * 3:(g + 1) * 3] for g in range(2)]
             assert all(len(set(group)) == 1 for group in seeds) and seeds[0][0] != seeds[1][0]
         assert not set(s0["seeds"]) & set(s1["seeds"])  # the processes draw different start states

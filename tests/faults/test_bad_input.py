@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, GRPOConfig, GRPOTrainer, LMGroupSampler
+from grpo_seq import CategoricalMLPPolicy, CausalLMPolicy, EnvGroupSampler, LoopConfig, GRPOLoop, LMGroupSampler
 from grpo_seq import RewardScorer, RolloutBatch
 from grpo_seq.io.prompt_data import chat_prompts
 from tiny_lm import make_tiny_lm
@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--epsilon", "0"], "GRPOConfig.epsilon: must be in (0, 1), got 0.0"),
-    (["--beta", "-1"], "GRPOConfig.beta: must be >= 0, got -1.0"),
-    (["--loss_type", "ppo"], "GRPOConfig.loss_type: must be one of ('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'), got 'ppo'"),
-    (["--num_generations", "1"], "GRPOConfig.num_generations: a group needs at least 2 outputs"),
+    (["--epsilon", "0"], "LoopConfig.epsilon: must be in (0, 1), got 0.0"),
+    (["--beta", "-1"], "LoopConfig.beta: must be >= 0, got -1.0"),
+    (["--loss_type", "ppo"], "LoopConfig.loss_type: must be one of ('grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'), got 'ppo'"),
+    (["--num_generations", "1"], "LoopConfig.num_generations: a group needs at least 2 outputs"),
 ])
 def test_a_flag_the_config_refuses_is_one_error_line_not_a_traceback(flags, message):
     res = forkrun.run([sys.executable, str(ROOT / "recipes/cartpole.py"), *flags], capture_output=True, text=True,
@@ -64,7 +64,7 @@ gym.register("BrokenReward-v0", entry_point=_BrokenEnv, kwargs={"what": "reward"
     ("BrokenReward-v0", r"BrokenReward-v0 returned a non-finite reward \(NaN or inf\) at step 2 .*TransformReward"),
 ])
 def test_an_environment_returning_nan_is_named(env_id, message):
-    sampler = EnvGroupSampler(env_id, num_groups=1, group_size=2)
+    sampler = EnvGroupSampler(env_id, num_groups=1, num_generations=2)
     with pytest.raises(ValueError, match=message):
         sampler.sample(CategoricalMLPPolicy(3, 2))
 
@@ -72,25 +72,25 @@ def test_an_environment_returning_nan_is_named(env_id, message):
 class _ShortSampler:
     """A user's sampler that drops an output: 3 outputs where 2 groups of 2 were asked for."""
 
-    num_groups, group_size = 2, 2
+    num_groups, num_generations = 2, 2
 
     def sample(self, policy):
         return RolloutBatch(context=torch.zeros(2, 5, 4), tokens=torch.zeros(2, 5, dtype=torch.long),
                             mask=torch.ones(2, 5, dtype=torch.bool), group=torch.zeros(2, dtype=torch.long),
-                            group_size=2, rewards=torch.zeros(2))
+                            num_generations=2, rewards=torch.zeros(2))
 
 
 def test_a_sampler_returning_the_wrong_number_of_outputs_is_named():
-    trainer = GRPOTrainer(GRPOConfig(num_generations=2, num_groups=2), CategoricalMLPPolicy(4, 2), _ShortSampler())
-    with pytest.raises(ValueError, match=r"_ShortSampler.sample returned 2 outputs in groups of 2; GRPOConfig asks "
+    trainer = GRPOLoop(LoopConfig(num_generations=2, num_groups=2), CategoricalMLPPolicy(4, 2), _ShortSampler())
+    with pytest.raises(ValueError, match=r"_ShortSampler.sample returned 2 outputs in groups of 2; LoopConfig asks "
                                          r"for num_groups=2 x num_generations=2 = 4"):
         trainer.step()
 
 
 def test_a_batch_not_divisible_by_the_group_size_is_refused():
-    with pytest.raises(ValueError, match="batch of 5 outputs is not divisible by group_size 2"):
+    with pytest.raises(ValueError, match="batch of 5 outputs is not divisible by num_generations 2"):
         RolloutBatch(context=torch.zeros(5, 1), tokens=torch.zeros(5, 1, dtype=torch.long),
-                     mask=torch.ones(5, 1, dtype=torch.bool), group=torch.zeros(5), group_size=2, rewards=torch.zeros(5))
+                     mask=torch.ones(5, 1, dtype=torch.bool), group=torch.zeros(5), num_generations=2, rewards=torch.zeros(5))
 
 
 def test_a_dataset_without_its_answer_column_is_named():
@@ -106,9 +106,9 @@ def _constant(prompts, completions, **_):
 def _lm_trainer(score, seed=0, beta=0.0):
     model, tok = make_tiny_lm(seed=0)
     rows = [{"prompt": [{"role": "user", "content": f"say {i}"}], "answer": str(i)} for i in range(4)]
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=beta, learning_rate=3e-2, seed=seed)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=beta, learning_rate=3e-2, seed=seed)
     sampler = LMGroupSampler(tok, rows, 2, 4, max_completion_length=6, temperature=1.0, seed=seed)
-    return GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler, score_fn=RewardScorer(score))
+    return GRPOLoop(cfg, CausalLMPolicy(model, tok), sampler, score_fn=RewardScorer(score))
 
 
 def test_groups_whose_rewards_are_all_equal_train_without_nan_and_are_counted():

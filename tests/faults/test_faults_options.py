@@ -11,8 +11,8 @@ from faultkit import LM_QUIET, TINY, one_error_line, tree_hashes
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["--seed", "-1"], "GRPOConfig.seed: must be in [0, 2**32 - 1], got -1"),
-    (["--seed", str(2**32)], f"GRPOConfig.seed: must be in [0, 2**32 - 1], got {2**32}"),
+    (["--seed", "-1"], "LoopConfig.seed: must be in [0, 2**32 - 1], got -1"),
+    (["--seed", str(2**32)], f"LoopConfig.seed: must be in [0, 2**32 - 1], got {2**32}"),
     (["--torch_threads", "100000000"], "--torch_threads: must be at most"),
     (["--total_env_steps", "1"], "--total_env_steps: must hold at least one step, which plays 2 episodes"),
 ])
@@ -24,7 +24,7 @@ def test_an_option_no_run_can_honour_is_one_line_and_creates_nothing(run_main, c
 
 
 @pytest.mark.parametrize("flags, named", [
-    (["--seed", "99999999999"], "GRPOConfig.seed: must be in [0, 2**32 - 1]"),
+    (["--seed", "99999999999"], "LoopConfig.seed: must be in [0, 2**32 - 1]"),
     (["--torch_threads", "100000000"], "--torch_threads: must be at most"),
 ])
 def test_the_same_options_of_a_language_model_run(run_main, gsm8k, tiny_model, tmp_path, flags, named):

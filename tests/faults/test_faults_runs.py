@@ -124,11 +124,11 @@ def test_a_malformed_manifest_falls_back_to_the_older_checkpoint(run_main, cartp
 # -- options range-checked where parsed -------------------------------------------------------------
 
 @pytest.mark.parametrize("flags, named", [
-    (["--adam_eps", "0"], "GRPOConfig.adam_eps: must be > 0"),
-    (["--max_grad_norm", "nan"], "GRPOConfig.max_grad_norm: must be a finite number, got nan"),
-    (["--beta", "nan"], "GRPOConfig.beta: must be a finite number, got nan"),
-    (["--learning_rate", "inf"], "GRPOConfig.learning_rate: must be a finite number, got inf"),
-    (["--solved_return", "nan"], "GRPOConfig.solved_return: must be a finite number, got nan"),
+    (["--adam_eps", "0"], "LoopConfig.adam_eps: must be > 0"),
+    (["--max_grad_norm", "nan"], "LoopConfig.max_grad_norm: must be a finite number, got nan"),
+    (["--beta", "nan"], "LoopConfig.beta: must be a finite number, got nan"),
+    (["--learning_rate", "inf"], "LoopConfig.learning_rate: must be a finite number, got inf"),
+    (["--solved_return", "nan"], "LoopConfig.solved_return: must be a finite number, got nan"),
     (["--eval_every", "-1"], "--eval_every: must be >= 0 (0: never evaluate), got -1"),
     (["--total_env_steps", "0"], "--total_env_steps: must be >= 1, got 0"),
     (["--eval_episodes", "0"], "--eval_episodes: must be >= 1, got 0"),
@@ -179,23 +179,23 @@ def test_a_tilde_in_output_dir_is_the_home_folder(run_main, cartpole, tmp_path, 
 
 # -- environments -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("env_id, named", [
-    ("NoSuchEnv-v3", "--env_id NoSuchEnv-v3: gymnasium cannot make it (NameNotFound"),
-    ("Pendulum-v1", "Pendulum-v1: actions must be Discrete, MultiDiscrete or MultiBinary to be tokens, got Box(-2.0, 2.0, (1,), float32)"),
+@pytest.mark.parametrize("argv, named", [
+    (["--env_id", "NoSuchEnv-v3"], "--env_id NoSuchEnv-v3: gymnasium cannot make it (NameNotFound"),
+    (["--env_id", "Pendulum-v1", "--action_clip", "1", "-1"], "--action_clip: must be two finite numbers, low < high"),
 ])
-def test_an_unknown_or_continuous_env_is_one_line(run_main, cartpole, tmp_path, env_id, named):
-    res = run_main(cartpole, [*TINY, "--env_id", env_id, "--output_dir", str(tmp_path / "run")])
+def test_an_unknown_env_or_a_bad_action_form_is_one_line(run_main, cartpole, tmp_path, argv, named):
+    res = run_main(cartpole, [*TINY, *argv, "--output_dir", str(tmp_path / "run")])
     assert res.code == 2, res
     assert named in one_error_line(res.err)
     assert not (tmp_path / "run").exists()
 
 
-def test_the_script_itself_prints_one_line_for_a_continuous_env(tmp_path):
+def test_the_script_itself_prints_one_line_for_a_continuous_action_it_cannot_cut(tmp_path):
     # The same through the interpreter, as a user runs it: one stderr line, status 2.
-    res = forkrun.run([sys.executable, "recipes/cartpole.py", "--env_id", "Pendulum-v1"], cwd=ROOT,
+    res = forkrun.run([sys.executable, "recipes/cartpole.py", "--env_id", "Pendulum-v1", "--action_bins", "1"], cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert res.stderr.startswith("error: Pendulum-v1: actions must be Discrete")
+    assert res.stderr.startswith("error: --action_bins: must be >= 2"), res.stderr
 
 
 def test_evaluating_a_missing_policy_is_one_line(run_main):

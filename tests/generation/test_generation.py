@@ -118,7 +118,7 @@ def test_sampled_logprobs_match_the_policy_scores(tiny):
     mask, _ = completion_mask(tokens, [tok.eos_token_id])
     batch = RolloutBatch(
         context=enc["input_ids"].repeat_interleave(G, 0), tokens=tokens, mask=mask,
-        group=torch.arange(2).repeat_interleave(G), group_size=G, rewards=torch.zeros(2 * G),
+        group=torch.arange(2).repeat_interleave(G), num_generations=G, rewards=torch.zeros(2 * G),
         prompt_mask=enc["attention_mask"].repeat_interleave(G, 0),
     )
     with torch.no_grad():

@@ -40,11 +40,11 @@ def test_an_env_spec_fills_its_env_familys_defaults_once_built():
 def test_an_envs_minibatches_of_env_steps_yield_to_a_loss_over_whole_episodes():
     assert EnvJob(env_id="Acrobot-v1").minibatch_tokens == 1024 and EnvJob(env_id="CartPole-v1").minibatch_tokens == 0
     # Dr. GRPO's sum over a constant and GSPO's one ratio per episode take no minibatch of steps: left
-    # unset, the env's default gives way (given, it is refused by name, as GRPOConfig's)
+    # unset, the env's default gives way (given, it is refused by name, as LoopConfig's)
     assert EnvJob(env_id="Acrobot-v1", loss_type="dr_grpo").minibatch_tokens == 0
     assert EnvJob(env_id="Acrobot-v1", importance_sampling_level="sequence").minibatch_tokens == 0
     assert EnvJob(env_id="Acrobot-v1", num_minibatches=2).minibatch_tokens == 0
-    with pytest.raises(ValueError, match="GRPOConfig.minibatch_tokens: needs a token-mean loss"):
+    with pytest.raises(ValueError, match="LoopConfig.minibatch_tokens: needs a token-mean loss"):
         EnvJob(env_id="Acrobot-v1", loss_type="dr_grpo", minibatch_tokens=256)
 
 
@@ -64,7 +64,7 @@ def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
     ({"learning_rate": 0.1}, "spec.json: kind None is not a kind of job"),
     ({"kind": "env", "eval_episodes": 0}, "--eval_episodes: must be >= 1, got 0"),  # the spec's own checks
     ({"kind": "lm", "step_advantage_w": 1.0}, "--step_advantage_w: anchor states are the observations of an episode"),
-    ({"kind": "env", "step_advantage_w": -1.0}, "GRPOConfig.step_advantage_w: must be >= 0"),
+    ({"kind": "env", "step_advantage_w": -1.0}, "LoopConfig.step_advantage_w: must be >= 0"),
 ])
 def test_a_bad_spec_is_one_error_naming_what_is_wrong(data, message):
     with pytest.raises(ConfigError) as e:

@@ -31,7 +31,7 @@ def _batch(tokens: list[int], mask: list[bool]) -> RolloutBatch:
     """A group of two identical outputs (a batch needs G >= 2)."""
     T = len(tokens)
     return RolloutBatch(context=torch.zeros(2, T, 2), tokens=torch.tensor([tokens] * 2), mask=torch.tensor([mask] * 2),
-                        group=torch.zeros(2, dtype=torch.long), group_size=2, rewards=torch.zeros(2))
+                        group=torch.zeros(2, dtype=torch.long), num_generations=2, rewards=torch.zeros(2))
 
 
 def test_the_head_has_one_logit_per_choice_of_each_dimension():
@@ -91,7 +91,7 @@ def test_the_same_numbers_as_stable_baselines3s_multicategorical():
     theirs = sb3.MultiCategoricalDistribution([2, 3, 4]).proba_distribution(policy.logits(obs))
     actions = torch.stack(action_digits(tokens, [2, 3, 4]), 1)
     batch = RolloutBatch(context=obs[:, None], tokens=tokens[:, None], mask=torch.ones(5, 1, dtype=torch.bool),
-                         group=torch.zeros(5, dtype=torch.long), group_size=5, rewards=torch.zeros(5))
+                         group=torch.zeros(5, dtype=torch.long), num_generations=5, rewards=torch.zeros(5))
     logp, entropy = policy(batch)
     torch.testing.assert_close(logp[:, 0], theirs.log_prob(actions))
     torch.testing.assert_close(entropy[:, 0], theirs.entropy())

@@ -20,11 +20,11 @@ def test_cartpole_help_lists_every_option():
     assert out.returncode == 0, out.stderr
     import dataclasses
 
-    from grpo_seq import GRPOConfig
+    from grpo_seq import LoopConfig
 
     recipe_only = ["env_id", "total_env_steps", "eval_every", "eval_episodes", "solved_return", "hidden_sizes",
                    "obs_scale", "orthogonal_init", "keep_best"]
-    for name in [f.name for f in dataclasses.fields(GRPOConfig)] + recipe_only:
+    for name in [f.name for f in dataclasses.fields(LoopConfig)] + recipe_only:
         assert f"--{name}" in out.stdout, name
 
 
@@ -99,13 +99,12 @@ def test_options_left_unset_take_the_envs_own_defaults_and_a_given_flag_wins():
 
     # MountainCar: centred step-wise advantages, Adam 1e-2 with beta2 0.999 (questions mountaincar_defaults
     # and mountaincar_first_push of benchmarks/results/env_sweep/result.json)
-    assert algo(["--env_id", "MountainCar-v0"]) == (False, 0.999, 1e-2, "stepwise", 8)
-    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
-    # a bare flag means true, as for the other bool options
-    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "--adam_beta2", "0.9"])[:2] == (True, 0.9)
+    assert algo(["--env_id", "MountainCar-v0"]) == ("none", 0.999, 1e-2, "stepwise", 8)
+    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "true", "--adam_beta2", "0.9"])[:2] == ("group", 0.9)
+    assert algo(["--env_id", "MountainCar-v0", "--scale_rewards", "batch"])[:2] == ("batch", 0.999)
     # CartPole and the rest keep std-scaled advantages and beta2 0.95
-    assert algo(["--env_id", "CartPole-v1"]) == (True, 0.95, 2e-2, "stepwise", 2)
-    assert algo(["--env_id", "Acrobot-v1"]) == (True, 0.95, 5e-3, "stepwise", 8)
+    assert algo(["--env_id", "CartPole-v1"]) == ("group", 0.95, 2e-2, "stepwise", 2)
+    assert algo(["--env_id", "Acrobot-v1"]) == ("group", 0.95, 5e-3, "stepwise", 8)
     # ended members stay in the step-wise comparison everywhere but CartPole (question lunarlander_defaults)
     absorb = lambda argv: parse_config(EnvJob, argv).absorb_ended  # noqa: E731
     assert (absorb(["--env_id", "CartPole-v1"]), absorb(["--env_id", "LunarLander-v3"])) == (False, True)

@@ -53,7 +53,7 @@ def test_a_branched_group_starts_inside_an_earlier_episode_with_what_is_left_of_
     # a group branched from step k of an earlier episode (k steps into its time limit) has
     # 500 - k steps left: an untrained Acrobot policy nearly always runs them all
     policy = CategoricalMLPPolicy(6, 3)
-    sampler = EnvGroupSampler("Acrobot-v1", num_groups=2, group_size=3, seed=0, branch_prob=0.9)
+    sampler = EnvGroupSampler("Acrobot-v1", num_groups=2, num_generations=3, seed=0, branch_prob=0.9)
     batch = sampler.sample(policy)
     assert not sampler.last_branched.any()  # nothing visited yet: every group starts at reset
     offsets = [0] * 6  # how far into its time limit each episode of the last batch started

@@ -22,13 +22,13 @@ def test_group_members_share_a_start_state_and_groups_differ(env_id, groups, G):
     # must give the same guarantee.
     sampler, batch = _sample(env_id, groups, G, max_episode_steps=30)
     assert sampler._vector == (env_id == "CartPole-v1" and groups * G >= 8)
-    start = batch.context[:, 0].reshape(batch.num_groups, batch.group_size, -1)
+    start = batch.context[:, 0].reshape(batch.num_groups, batch.num_generations, -1)
     for g in range(batch.num_groups):
         assert torch.equal(start[g], start[g, :1].expand_as(start[g])), f"group {g} members start apart"
     firsts = start[:, 0]
     assert len({tuple(x.tolist()) for x in firsts}) == batch.num_groups, "two groups share a start state"
     # and the members then diverge (the policy samples), so the group has something to compare
-    tokens = batch.tokens.reshape(batch.num_groups, batch.group_size, -1)
+    tokens = batch.tokens.reshape(batch.num_groups, batch.num_generations, -1)
     assert any(not torch.equal(tokens[g, 0], tokens[g, 1]) for g in range(batch.num_groups))
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from grpo_seq import CausalLMPolicy, GRPOConfig, GRPOTrainer, LMGroupSampler, RolloutBatch
+from grpo_seq import CausalLMPolicy, LoopConfig, GRPOLoop, LMGroupSampler, RolloutBatch
 from grpo_seq.math.objective import grpo_loss
 from grpo_seq.sampling import completion_mask
 from tiny_lm import chat_rows, make_sampler, make_tiny_lm
@@ -23,7 +23,7 @@ def hand_batch(tokenizer) -> RolloutBatch:
     tokens = torch.tensor([[10, 11, EOS, PAD, PAD], [12, 13, 14, 15, 16]])
     mask, _ = completion_mask(tokens, [EOS])
     return RolloutBatch(
-        context=enc["input_ids"], tokens=tokens, mask=mask, group=torch.tensor([0, 0]), group_size=2,
+        context=enc["input_ids"], tokens=tokens, mask=mask, group=torch.tensor([0, 0]), num_generations=2,
         rewards=torch.zeros(2), prompt_mask=enc["attention_mask"],
     )
 
@@ -84,7 +84,7 @@ def test_scores_match_the_sampling_distribution():
     gen = out.sequences[:, enc["input_ids"].shape[1]:]
     mask, _ = completion_mask(gen, [EOS])
     sampled = torch.stack(out.scores, 1).log_softmax(-1).gather(-1, gen[..., None])[..., 0]
-    batch = RolloutBatch(context=enc["input_ids"], tokens=gen, mask=mask, group=torch.tensor([0, 0]), group_size=2,
+    batch = RolloutBatch(context=enc["input_ids"], tokens=gen, mask=mask, group=torch.tensor([0, 0]), num_generations=2,
                          rewards=torch.zeros(2), prompt_mask=enc["attention_mask"])
     logp, _ = policy(batch)
     torch.testing.assert_close(logp[mask], sampled[mask], atol=1e-5, rtol=0)
@@ -200,9 +200,9 @@ def test_sampler_without_shuffling_visits_prompts_in_dataset_order():
 def test_sampler_names_the_bad_input():
     _, tok = make_tiny_lm()
     with pytest.raises(ValueError, match="no 'prompt' column"):
-        LMGroupSampler(tok, [{"question": "q"}], num_groups=1, group_size=2)
-    with pytest.raises(ValueError, match="group_size"):
-        LMGroupSampler(tok, chat_rows(), num_groups=1, group_size=1)
+        LMGroupSampler(tok, [{"question": "q"}], num_groups=1, num_generations=2)
+    with pytest.raises(ValueError, match="num_generations"):
+        LMGroupSampler(tok, chat_rows(), num_groups=1, num_generations=1)
     model, _ = make_tiny_lm()
     with pytest.raises(ValueError, match="row 1: the prompt is 40 tokens.* exceeds the model's context of 32"):
         make_sampler(tok, [{"prompt": "x" * 40}], num_groups=1, max_context_length=32)  # before any step
@@ -236,14 +236,14 @@ def reward_sevens(batch: RolloutBatch) -> RolloutBatch:
 
 def reward_by_rank(batch: RolloutBatch) -> RolloutBatch:
     """Member i of every group earns i: every group has spread, so every step has a gradient."""
-    batch.rewards = (torch.arange(batch.batch_size) % batch.group_size).float()
+    batch.rewards = (torch.arange(batch.batch_size) % batch.num_generations).float()
     return batch
 
 
 def test_one_step_with_reference_has_finite_loss_and_zero_kl():
     model, tok = make_tiny_lm()
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.04, micro_batch_size=3, learning_rate=1e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.04, micro_batch_size=3, learning_rate=1e-2)
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
     calls = count_forwards(trainer.policy, trainer.ref_policy)
     m = trainer.step()
     assert math.isfinite(m["loss/policy"]) and m["loss/grad_norm"] > 0
@@ -258,15 +258,15 @@ def test_one_step_with_reference_has_finite_loss_and_zero_kl():
 
 def test_no_reference_with_beta_zero_and_old_logprobs_only_for_several_updates():
     model, tok = make_tiny_lm()
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, learning_rate=1e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.0, learning_rate=1e-2)
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
     calls = count_forwards(trainer.policy, trainer.ref_policy)
     trainer.step()
     assert trainer.ref_policy is None and calls == {"grad": 1, "no_grad": 0}
 
     model, tok = make_tiny_lm()
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, mu=2, learning_rate=1e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.0, mu=2, learning_rate=1e-2)
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_by_rank)
     calls = count_forwards(trainer.policy, trainer.ref_policy)
     trainer.step()
     assert calls == {"grad": 2, "no_grad": 1} and trainer.last_batch.old_logp is not None
@@ -277,8 +277,8 @@ def test_groups_with_equal_rewards_skip_the_forward_and_backward():
     # beta = 0 there is nothing to compute; the optimizer still steps.
     for skip, grad_calls in ((True, 0), (False, 1)):
         model, tok = make_tiny_lm()
-        cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, skip_zero_advantage=skip)
-        trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_sevens)
+        cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.0, skip_zero_advantage=skip)
+        trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok), score_fn=reward_sevens)
         calls = count_forwards(trainer.policy, trainer.ref_policy)
         m = trainer.step()
         assert m["reward/zero_std_groups"] == 1.0
@@ -319,8 +319,8 @@ def test_reward_rises_on_a_toy_task():
     """Reward: the share of '7' among a completion's characters (1 in ~100 at random)."""
     torch.manual_seed(0)
     model, tok = make_tiny_lm()
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.0, learning_rate=3e-2)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), make_sampler(tok, max_completion_length=8),
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.0, learning_rate=3e-2)
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), make_sampler(tok, max_completion_length=8),
                           score_fn=reward_sevens)
     rewards = [trainer.step()["reward/mean"] for _ in range(25)]
     assert sum(rewards[:3]) / 3 < 0.1
@@ -340,8 +340,8 @@ def test_lora_reference_is_the_base_model_without_a_copy(tmp_path):
     lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
     policy = CausalLMPolicy(lora, tok)
     assert policy.has_adapters
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.04, learning_rate=5e-2)
-    trainer = GRPOTrainer(cfg, policy, make_sampler(tok), score_fn=reward_by_rank)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.04, learning_rate=5e-2)
+    trainer = GRPOLoop(cfg, policy, make_sampler(tok), score_fn=reward_by_rank)
     assert trainer.ref_policy is None  # no second model in memory
     first = trainer.step()
     assert first["policy/kl"] == 0.0  # LoRA's B starts at 0: adapters change nothing yet
@@ -372,9 +372,9 @@ def test_lora_refuses_reference_resets():
 
     model, tok = make_tiny_lm()
     lora = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
-    cfg = GRPOConfig(num_generations=4, num_groups=2, beta=0.04, ref_sync_steps=5)
+    cfg = LoopConfig(num_generations=4, num_groups=2, beta=0.04, ref_sync_steps=5)
     with pytest.raises(ValueError, match="ref_sync_steps"):
-        GRPOTrainer(cfg, CausalLMPolicy(lora, tok), make_sampler(tok), score_fn=reward_sevens)
+        GRPOLoop(cfg, CausalLMPolicy(lora, tok), make_sampler(tok), score_fn=reward_sevens)
 
 
 def test_a_listening_sampler_says_what_it_is_doing_token_by_token():

@@ -47,9 +47,9 @@ def test_batch_size_not_given_is_ppos_64_where_n_steps_shapes_the_rollout():
 
 def test_an_env_without_an_id_takes_centred_advantages_with_anchor_steps():
     custom = GRPO("MlpPolicy", _Copy(), seed=0).config
-    assert custom.scale_rewards is False and custom.step_advantage_w == 1.0
+    assert custom.scale_rewards == "none" and custom.step_advantage_w == 1.0
     registered = GRPO("MlpPolicy", "CartPole-v1", seed=0).config  # CartPole's own tuned family
-    assert registered.scale_rewards is True and registered.step_advantage_w == 0.0
+    assert registered.scale_rewards == "group" and registered.step_advantage_w == 0.0
 
 
 def test_the_defaults_learn_the_joint_identity_in_1200_steps():

@@ -88,7 +88,7 @@ def test_the_codec_and_the_policy_agree_on_the_digits():
     action, _ = policy.predict(np.zeros(2, dtype=np.float32), deterministic=True)
     assert action.tolist() == [2, 1]
     batch = RolloutBatch(context=torch.zeros(2, 1, 2), tokens=torch.tensor([[5], [0]]),
-                         mask=torch.ones(2, 1, dtype=torch.bool), group=torch.zeros(2, dtype=torch.long), group_size=2,
+                         mask=torch.ones(2, 1, dtype=torch.bool), group=torch.zeros(2, dtype=torch.long), num_generations=2,
                          rewards=torch.zeros(2))
     logp, _ = policy(batch)
     # (2, 1): log(e^5 / (e^5 + 2)) + log(e^5 / (e^5 + 1)); (0, 0): log(1 / (e^5 + 2)) + log(1 / (e^5 + 1))

@@ -6,7 +6,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from grpo_seq import GRPOConfig, GRPOTrainer
+from grpo_seq import LoopConfig, GRPOLoop
 from grpo_seq.envs.text import TextEnvGroupSampler
 from grpo_seq.policies import CausalLMPolicy
 
@@ -31,10 +31,10 @@ def test_the_guessing_games_success_rate_rises():
                          pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, tie_word_embeddings=True)
     model = LlamaForCausalLM(config)
     # GuessDigit: a secret from 1 to 4, three guesses, "+" / "-" after a wrong one, reward 1 for the right one
-    sampler = TextEnvGroupSampler(tok, "guess_env:GuessDigit-v0", num_groups=4, group_size=8, max_turns=3,
+    sampler = TextEnvGroupSampler(tok, "guess_env:GuessDigit-v0", num_groups=4, num_generations=8, max_turns=3,
                                   max_reply_tokens=2, max_total_tokens=64, seed=0)
-    cfg = GRPOConfig(num_groups=4, num_generations=8, learning_rate=1e-2, beta=0.0, seed=0)
-    trainer = GRPOTrainer(cfg, CausalLMPolicy(model, tok), sampler)
+    cfg = LoopConfig(num_groups=4, num_generations=8, learning_rate=1e-2, beta=0.0, seed=0)
+    trainer = GRPOLoop(cfg, CausalLMPolicy(model, tok), sampler)
     success = [trainer.step()["text_env/success_rate"] for _ in range(40)]
     first, last = sum(success[:5]) / 5, sum(success[-10:]) / 10
     # measured: about 0.25 over the first 5 steps (random replies), 0.5 to 0.65 over the last 10

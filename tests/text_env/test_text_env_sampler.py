@@ -9,16 +9,16 @@ from guess_env import Scripted
 from scripted_policy import ScriptedPolicy
 from tiny_lm import make_tiny_lm, make_tokenizer
 
-from grpo_seq import GRPOConfig
+from grpo_seq import LoopConfig
 from grpo_seq.math.advantages import compute_advantages, steps_of_tokens
 from grpo_seq.envs.text import HELD_OUT_SEED, TextEnvGroupSampler, evaluate_text_env
 from grpo_seq.errors import UsageError
 from grpo_seq.policies import CausalLMPolicy
 
 
-def sampler(env_id="guess_env:Scripted-v0", num_groups=1, group_size=2, **kw):
+def sampler(env_id="guess_env:Scripted-v0", num_groups=1, num_generations=2, **kw):
     kw = {"max_turns": 4, "max_reply_tokens": 8, "max_total_tokens": 200, **kw}
-    return TextEnvGroupSampler(make_tokenizer(), env_id, num_groups, group_size, **kw)
+    return TextEnvGroupSampler(make_tokenizer(), env_id, num_groups, num_generations, **kw)
 
 
 def test_masks_token_by_token_on_a_two_turn_conversation():
@@ -72,7 +72,7 @@ def test_rewards_sit_on_each_turns_last_reply_token():
 def count_a_batch():
     """Three members of one group in CountA (reward = count of 'a'; '!' ends the episode):
     A pays (1, 0), B says '!' and ends at turn 1 with 0, C pays (1, 1)."""
-    s = sampler("guess_env:CountA-v0", group_size=3)
+    s = sampler("guess_env:CountA-v0", num_generations=3)
     return s.sample(ScriptedPolicy(s.tokenizer, [["a$", "!$", "a$"], ["b$", "a$"]]))
 
 
@@ -89,7 +89,7 @@ def count_a_batch():
 ])
 def test_per_turn_advantages_by_hand(mode, turn1, turn2):
     batch = count_a_batch()
-    adv = compute_advantages(batch, GRPOConfig(advantage=mode, num_generations=3, num_groups=1))
+    adv = compute_advantages(batch, LoopConfig(advantage=mode, num_generations=3, num_groups=1))
     for i in range(3):
         for turn, want in ((0, turn1[i]), (1, turn2[i])):
             tokens = batch.mask[i] & (batch.step_index[i] == turn)
@@ -116,7 +116,7 @@ def test_log_probs_of_a_multi_turn_sample_equal_the_sampling_log_probs():
 
 
 def test_a_group_shares_its_start_state_and_groups_differ():
-    s = sampler("guess_env:GuessDigit-v0", num_groups=3, group_size=2, env_kwargs={"low": 0, "high": 9999})
+    s = sampler("guess_env:GuessDigit-v0", num_groups=3, num_generations=2, env_kwargs={"low": 0, "high": 9999})
     s.sample(ScriptedPolicy(s.tokenizer, [["a$"] * 6] * 4))
     secrets = [env.unwrapped.secret for env in s.envs]
     assert secrets[0::2] == secrets[1::2] and len(set(secrets)) == 3
@@ -199,7 +199,7 @@ def test_a_prompt_longer_than_the_conversation_limit_is_named():
 
 
 def test_held_out_evaluation_plays_greedily_from_its_own_seeds():
-    s = sampler("guess_env:CountA-v0", group_size=3)
+    s = sampler("guess_env:CountA-v0", num_generations=3)
     policy = ScriptedPolicy(s.tokenizer, [["a$", "!$", "a$"], ["b$", "a$"]])
     figures, records = evaluate_text_env(policy, s, episodes=3)
     # returns (1, 0, 2), turns (2, 1, 2), reply tokens (4, 2, 4); CountA reports no success
@@ -245,14 +245,14 @@ def test_the_step_time_splits_into_generation_and_the_environments_calls(monkeyp
 def test_anchor_states_compare_the_turns_that_answer_the_same_observation():
     # Echo: four members; turn 1 replies "a", "a", "b", "b" (paying 1, 1, 0, 0), so at turn 2 the
     # first two answer the observation "a" and the last two "b"; turn 2 replies pay 1, 0, 1, 1
-    s = sampler("guess_env:Echo-v0", group_size=4)
+    s = sampler("guess_env:Echo-v0", num_generations=4)
     batch = s.sample(ScriptedPolicy(s.tokenizer, [["a$", "a$", "b$", "b$"], ["a$", "c$", "a$", "a$"]]))
     anchor = [[int(batch.step_anchor[i][batch.mask[i] & (batch.step_index[i] == t)][0]) for t in (0, 1)]
               for i in range(4)]
     assert len({a[0] for a in anchor}) == 1  # turn 1: every member answers the prompt
     assert anchor[0][1] == anchor[1][1] != anchor[2][1] == anchor[3][1]
     assert (batch.step_anchor[~batch.mask] == -1).all()
-    cfg = GRPOConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, num_generations=4, num_groups=1,
+    cfg = LoopConfig(advantage="stepwise", scale_rewards=False, gamma=1.0, num_generations=4, num_groups=1,
                      step_advantage_w=1.0)
     # returns-to-go: turn 1 (2, 1, 1, 1), turn 2 (1, 0, 1, 1)
     # anchor part, turn 1: one group (the prompt), mean 1.25 -> (0.75, -0.25, -0.25, -0.25)

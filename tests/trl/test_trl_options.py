@@ -69,11 +69,10 @@ def test_steps_per_generation_splits_a_generation_batch_into_optimizer_steps():
         GRPOConfig(per_device_train_batch_size=3, steps_per_generation=2, num_generations=4)
 
 
-@pytest.mark.parametrize("scale, level, on", [("group", "group", True), ("batch", "batch", True), ("none", "group", False),
-                                              (True, "group", True), (False, "group", False)])
-def test_scale_rewards_maps_onto_the_core_flag_and_level(scale, level, on):
-    opts = GRPOConfig(scale_rewards=scale).lm_options(num_prompts=8)
-    assert opts["scale_rewards"] is on and opts["scale_rewards_level"] == level
+@pytest.mark.parametrize("scale, core", [("group", "group"), ("batch", "batch"), ("none", "none"),
+                                         (True, "group"), (False, "none")])
+def test_scale_rewards_maps_onto_the_core_option(scale, core):
+    assert GRPOConfig(scale_rewards=scale).lm_options(num_prompts=8)["scale_rewards"] == core
 
 
 def test_trl_options_the_core_has_pass_through_under_their_own_name():

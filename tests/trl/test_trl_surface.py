@@ -149,9 +149,9 @@ def test_trl_names_map_onto_ours():
     opts = args.lm_options(num_prompts=10)
     assert opts["num_groups"] == 2 and opts["micro_batch_size"] == 4 and opts["max_steps"] == 10  # 2 epochs x 10 / 2
     assert opts["num_minibatches"] == 1  # steps_per_generation = gradient_accumulation_steps: one optimizer step
-    assert opts["scale_rewards"] is False and opts["mu"] == 2 and opts["adam_eps"] == 1e-6
+    assert opts["scale_rewards"] == "none" and opts["mu"] == 2 and opts["adam_eps"] == 1e-6
     assert opts["lr_schedule"] == "constant" and opts["save_optimizer"] is False and opts["report_to"] == []
-    assert opts["sync_ref_model"] is True and opts["ref_model_mixup_alpha"] == 0.6 and opts["ref_model_sync_steps"] == 64
+    assert opts["ref_sync_steps"] == 64 and opts["ref_sync_alpha"] == 0.6
 
 
 def test_the_trainer_refuses_what_it_cannot_do(tiny_model):

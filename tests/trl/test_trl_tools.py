@@ -70,7 +70,7 @@ CALL = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
 def test_a_tool_call_is_made_and_its_result_masked_token_by_token():
     tok = tool_tokenizer()
     rows = [{"prompt": [{"role": "user", "content": "2+3?"}], "answer": "5"}]
-    s = ToolEnvSampler(tok, rows, num_groups=1, group_size=2, tools=[add], max_reply_tokens=80,
+    s = ToolEnvSampler(tok, rows, num_groups=1, num_generations=2, tools=[add], max_reply_tokens=80,
                        max_total_tokens=400, max_conversation_tokens=200)
     # member 0 calls add(2, 3), then answers "5"; member 1 answers at once (no call: its episode ends)
     policy = ScriptedPolicy(tok, [[CALL + "$", "no$"], ["5$"]])
@@ -115,7 +115,7 @@ def test_tool_errors_answer_as_trl_answers_them():
 
 def test_max_tool_calling_iterations_ends_the_conversation():
     tok = tool_tokenizer()
-    s = ToolEnvSampler(tok, [{"prompt": "go"}], num_groups=1, group_size=2, tools=[add], max_tool_calls=1,
+    s = ToolEnvSampler(tok, [{"prompt": "go"}], num_groups=1, num_generations=2, tools=[add], max_tool_calls=1,
                        max_reply_tokens=80, max_total_tokens=400)
     batch = s.sample(ScriptedPolicy(tok, [[CALL + "$", CALL + "$"], [CALL + "$", "x$"]]))
     # member 0's second call is past the limit: not made, the episode ends there (as TRL's loop stops)
@@ -196,7 +196,7 @@ def test_a_trl_script_with_tools_trains_and_its_reward_functions_see_the_tool_me
 
 def test_a_template_that_does_not_render_tools_is_refused():
     with pytest.raises(UsageError, match="does not render tools"):
-        ToolEnvSampler(make_tokenizer(), [{"prompt": "x"}], num_groups=1, group_size=2, tools=[add])
+        ToolEnvSampler(make_tokenizer(), [{"prompt": "x"}], num_groups=1, num_generations=2, tools=[add])
 
 
 def test_environment_without_reset_and_no_reward_source_are_refused(tmp_path):

@@ -82,13 +82,13 @@ class Episode:
 
 
 class TextEnvGroupSampler:
-    """``num_groups`` groups of ``group_size`` episodes of a text environment per step.
+    """``num_groups`` groups of ``num_generations`` episodes of a text environment per step.
 
     Args:
         tokenizer: the policy's tokenizer (left padding and a pad token are set here).
         env_id: the environment (:func:`grpo_seq.envs.text.make_text_env`), or ``env_fn``: a
             callable making one (for an env that is not registered).
-        num_groups, group_size: start states per step on this process, and G episodes from each.
+        num_groups, num_generations: start states per step on this process, and G episodes from each.
         max_turns: most replies per episode.
         max_reply_tokens: most new tokens per reply.
         max_total_tokens: most tokens of a whole conversation, prompt included.
@@ -103,23 +103,23 @@ class TextEnvGroupSampler:
             (``batch.sampler_logp``); the policy's ``generate`` must take ``output_logprobs``.
     """
 
-    def __init__(self, tokenizer: Any, env_id: str | None, num_groups: int, group_size: int, max_turns: int = 8,
+    def __init__(self, tokenizer: Any, env_id: str | None, num_groups: int, num_generations: int, max_turns: int = 8,
                  max_reply_tokens: int = 64, max_total_tokens: int = 1024, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = 0, seed: int = 0, process_index: int = 0, system_prompt: str = "",
                  env_kwargs: dict[str, Any] | None = None, env_fn: Callable[[], gym.Env] | None = None,
                  sampler_logprobs: bool = False, max_conversation_tokens: int | None = None, instruction: str = ""):
-        if group_size < 2:
-            raise ValueError(f"TextEnvGroupSampler: group_size (G) must be >= 2, got {group_size}")
+        if num_generations < 2:
+            raise ValueError(f"TextEnvGroupSampler: num_generations (G) must be >= 2, got {num_generations}")
         for name, value in (("num_groups", num_groups), ("max_turns", max_turns), ("max_reply_tokens", max_reply_tokens)):
             if value < 1:
                 raise ValueError(f"TextEnvGroupSampler: {name} must be >= 1, got {value}")
         if env_fn is None and not env_id:
             raise ValueError("TextEnvGroupSampler: give env_id or env_fn")
-        self.num_groups, self.group_size = num_groups, group_size
+        self.num_groups, self.num_generations = num_groups, num_generations
         self.max_turns, self.max_reply_tokens, self.max_total_tokens = max_turns, max_reply_tokens, max_total_tokens
         self.max_conversation_tokens = max_conversation_tokens
         self.envs = [env_fn() if env_fn else make_text_env(env_id, **(env_kwargs or {}))
-                     for _ in range(num_groups * group_size)]
+                     for _ in range(num_groups * num_generations)]
         self.env_name = text_env_name(self.envs[0], env_id)
         self.tokenizer = tokenizer
         prepare_tokenizer(tokenizer)
@@ -150,7 +150,7 @@ class TextEnvGroupSampler:
     def sample(self, policy: nn.Module) -> RolloutBatch:
         """One step's groups: every group's G environments reset with the group's seed, played to their end."""
         seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
-        episodes, clock = self.play(policy, [int(seed) for seed in seeds for _ in range(self.group_size)])
+        episodes, clock = self.play(policy, [int(seed) for seed in seeds for _ in range(self.num_generations)])
         return self._batch(episodes, clock)
 
     @torch.no_grad()
@@ -262,7 +262,7 @@ class TextEnvGroupSampler:
     # -- the batch -------------------------------------------------------------------------------
 
     def _batch(self, episodes: list[Episode], clock: dict) -> RolloutBatch:
-        B, G = len(episodes), self.group_size
+        B, G = len(episodes), self.num_generations
         T = max(1, max(len(e.ids) for e in episodes))
         P = max(len(e.prompt_ids) for e in episodes)
         pad = self.tokenizer.pad_token_id
@@ -287,7 +287,7 @@ class TextEnvGroupSampler:
             context[b, P - p:] = torch.tensor(e.prompt_ids, dtype=torch.long)
             prompt_mask[b, P - p:] = 1
         return RolloutBatch(
-            context=context, tokens=tokens, mask=mask, group=torch.arange(B // G).repeat_interleave(G), group_size=G,
+            context=context, tokens=tokens, mask=mask, group=torch.arange(B // G).repeat_interleave(G), num_generations=G,
             rewards=torch.tensor([e.total for e in episodes]), step_rewards=step_rewards, step_index=step_index,
             step_anchor=step_anchor,
             prompt_mask=prompt_mask, temperature=self.sampling["temperature"], text=self._texts(episodes),

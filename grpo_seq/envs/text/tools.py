@@ -172,7 +172,7 @@ class ToolEnvSampler(TextEnvGroupSampler):
         **kwargs: :class:`TextEnvGroupSampler`'s (``max_turns`` follows from ``max_tool_calls``).
     """
 
-    def __init__(self, tokenizer: Any, rows: Sequence[dict[str, Any]], num_groups: int, group_size: int,
+    def __init__(self, tokenizer: Any, rows: Sequence[dict[str, Any]], num_groups: int, num_generations: int,
                  tools: Sequence[Callable] = (), environment_factory: Callable[[], Any] | None = None,
                  max_tool_calls: int | None = None, **kwargs: Any):
         if getattr(tokenizer, "chat_template", None) is None:
@@ -182,7 +182,7 @@ class ToolEnvSampler(TextEnvGroupSampler):
             return ToolEnv(tokenizer, rows, tools, environment_factory() if environment_factory else None, max_tool_calls)
 
         turns = max_tool_calls + 1 if max_tool_calls is not None else 1 << 30  # then the token budget ends it
-        super().__init__(tokenizer, None, num_groups, group_size, max_turns=turns, env_fn=make, **kwargs)
+        super().__init__(tokenizer, None, num_groups, num_generations, max_turns=turns, env_fn=make, **kwargs)
         self.format = ChatFormat(tokenizer, kwargs.get("system_prompt", ""), tools=self.envs[0].tools,
                                  instruction=kwargs.get("instruction", ""))
         probe = [{"role": "user", "content": "U"}]
@@ -198,7 +198,7 @@ class ToolEnvSampler(TextEnvGroupSampler):
     @torch.no_grad()
     def sample(self, policy: nn.Module) -> RolloutBatch:
         seeds = self.rng.integers(2**31 - 1, size=self.num_groups)
-        episodes, clock = self.play(policy, [int(seed) for seed in seeds for _ in range(self.group_size)])
+        episodes, clock = self.play(policy, [int(seed) for seed in seeds for _ in range(self.num_generations)])
         batch = self._batch(episodes, clock)
         text, envs = batch.text, self.envs[:len(episodes)]
         text.prompts = [env.prompt for env in envs]
