@@ -72,12 +72,14 @@ def _load_policy_folder(path: str) -> Any:
 
 def eval_env(argv: list[str] | None = None) -> None:
     """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
+    from ..jobs.env import policy_action_bins
     from ..scoring.evaluation import PolicyEvaluator
 
     with cli_errors():
         args = parse_config(EvalEnvArgs, argv)
         policy = _load_policy_folder(args.policy)
-        evaluate = PolicyEvaluator(args.env_id, args.episodes)
+        # a continuous action is cut into as many values as the policy was trained on
+        evaluate = PolicyEvaluator(args.env_id, args.episodes, action_bins=policy_action_bins(policy))
         obs_dim = evaluate.envs.single_observation_space.shape[0]
         wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
         if wanted != obs_dim:

@@ -60,7 +60,8 @@ def record_episode(policy: nn.Module, env_id: str, out: str | Path, seed: int = 
     from ..sampling.env import make_env
 
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen, no display needed
-    env = make_env(env_id, render_mode="rgb_array")
+    nvec = getattr(policy, "action_nvec", None)  # a continuous action: the values each dimension was cut into
+    env = make_env(env_id, render_mode="rgb_array", action_bins=int(nvec[0]) if nvec else None)
     act = _actor(policy)
     font = ImageFont.load_default(size=max(10, int(28 * scale)))
     obs, _ = env.reset(seed=seed)

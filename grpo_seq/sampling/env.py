@@ -46,23 +46,28 @@ def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
                       "such as CartPole-v1 (gymnasium.pprint_registry() lists them), or install the env's package")
 
 
-def make_env(env_id: str, tokens: bool = True, **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)``, seen as the policy sees it (:func:`as_tokens`; ``tokens=False``:
-    as made); an unknown id or a missing env package is a :class:`UsageError` naming it."""
+def make_env(env_id: str, tokens: bool = True, action_bins: int | None = None,
+             action_clip: tuple[float, float] | None = None, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``, seen as the policy sees it (:func:`as_tokens`, with a
+    continuous action's ``action_bins`` and ``action_clip``; ``tokens=False``: as made); an unknown
+    id or a missing env package is a :class:`UsageError` naming it."""
     try:
         env = gym.make(env_id, **kwargs)
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
-    return as_tokens(env, env_id) if tokens else env
+    return as_tokens(env, env_id, action_bins, action_clip) if tokens else env
 
 
-def as_tokens(env: gym.Env, name: str) -> gym.Env:
+def as_tokens(env: gym.Env, name: str, action_bins: int | None = None,
+              action_clip: tuple[float, float] | None = None) -> gym.Env:
     """``env`` itself where its observations are a flat Box and its actions ``Discrete(n)`` from 0,
     else inside a :class:`~grpo_seq.sampling.spaces.CodecWrapper`: flat float observations (one-hot
     for discrete ones) and one token per joint action of a ``MultiDiscrete`` or ``MultiBinary``
-    space (``wrapper.codec.action_nvec``: its dimensions, for a factorised policy head). A space
-    neither takes (continuous or composite actions) is a :class:`UsageError` naming it."""
-    codec = SpaceCodec(env.observation_space, env.action_space, name)
+    space, or of a continuous one cut into ``action_bins`` values per dimension
+    (``wrapper.codec.action_nvec``: its dimensions, for a factorised policy head). A space
+    neither takes (composite actions, unbounded ones without ``action_clip``) is a
+    :class:`UsageError` naming it."""
+    codec = SpaceCodec(env.observation_space, env.action_space, name, action_bins, action_clip)
     return env if codec.identity else CodecWrapper(env, codec)
 
 
@@ -83,14 +88,16 @@ def check_spaces(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> Non
                          "gymnasium.wrappers.FlattenObservation")
 
 
-def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None) -> tuple[gym.vector.VectorEnv, bool]:
-    """The fastest vector env for ``env_id``; returns ``(envs, shares_state_by_copy)``. An id
-    gymnasium does not know is a :class:`UsageError` naming it."""
+def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
+                    action_bins: int | None = None, action_clip: tuple[float, float] | None = None,
+                    ) -> tuple[gym.vector.VectorEnv, bool]:
+    """The fastest vector env for ``env_id``, as tokens (:func:`as_tokens`); returns ``(envs,
+    shares_state_by_copy)``. An id gymnasium does not know is a :class:`UsageError` naming it."""
     env_kwargs = env_kwargs or {}
     if env_id in _STATE_COPY_ENVS:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
         return envs, True
-    wrap = [lambda env: as_tokens(env, env_id)]  # a space no policy takes: a UsageError naming it
+    wrap = [lambda env: as_tokens(env, env_id, action_bins, action_clip)]  # a space no policy takes: a UsageError
     try:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrap, **env_kwargs)
     except gym.error.Error as e:
@@ -99,7 +106,7 @@ def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | Non
 
 
 class EnvGroupSampler(RandomStreams):
-    """``num_groups`` groups of ``group_size`` episodes; the members of a group start from the
+    """``num_groups`` groups of ``num_generations`` episodes; the members of a group start from the
     same state, different groups from different states.
 
     Actions are the tokens, observations the context, and the mask marks each episode's own
@@ -129,17 +136,17 @@ class EnvGroupSampler(RandomStreams):
     episodes, whose returns count from the branch state (``reward/env_return`` leaves them out).
     """
 
-    def __init__(self, env_id: str, num_groups: int, group_size: int, seed: int = 0,
+    def __init__(self, env_id: str, num_groups: int, num_generations: int, seed: int = 0,
                  max_episode_steps: int | None = None, env_kwargs: dict[str, Any] | None = None,
                  env_fn: Callable[[], gym.Env] | None = None, reward_fn: StepRewardFn | None = None,
                  bonus: NoveltyBonus | None = None, env_objects: list[gym.Env] | None = None,
                  obs_transform: ObsTransform | None = None, branch_prob: float = 0.0):
-        if group_size < 2:
-            raise ValueError(f"group_size must be >= 2, got {group_size}")
+        if num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2, got {num_generations}")
         if num_groups < 1:
             raise ValueError(f"num_groups must be >= 1, got {num_groups}")
-        self.env_id, self.num_groups, self.group_size = env_id, num_groups, group_size
-        self.num_envs = num_groups * group_size
+        self.env_id, self.num_groups, self.num_generations = env_id, num_groups, num_generations
+        self.num_envs = num_groups * num_generations
         self.reward_fn, self.bonus, self.obs_transform = reward_fn, bonus, obs_transform
         self.last_raw_obs: np.ndarray | None = None
         self.last_batch: RolloutBatch | None = None
@@ -182,7 +189,7 @@ class EnvGroupSampler(RandomStreams):
         self.step_budget: int | None = None
 
     def _reset_vector(self) -> np.ndarray:
-        G = self.group_size
+        G = self.num_generations
         self.envs.reset(seed=int(self.rng.integers(2**31 - 1)))
         state = self.envs.unwrapped.state  # (state_dim, num_envs)
         first = state[:, ::G]
@@ -194,9 +201,9 @@ class EnvGroupSampler(RandomStreams):
         seed; a group with a start (``starts``: per group, None or a visited state) gets copies of it."""
         rows = []
         for k, i in enumerate(episodes):
-            start = starts[i // self.group_size]
+            start = starts[i // self.num_generations]
             if start is None:
-                rows.append(self.env_list[k].reset(seed=int(group_seeds[i // self.group_size]))[0])
+                rows.append(self.env_list[k].reset(seed=int(group_seeds[i // self.num_generations]))[0])
             else:
                 self.env_list[k].close()
                 self.env_list[k] = clone_env(start[0])
@@ -211,7 +218,7 @@ class EnvGroupSampler(RandomStreams):
         pending = self._reservoir.take()
         draws = self.rng.random(self.num_groups) < self.branch_prob
         starts = [pending.pop() if d and pending else None for d in draws]
-        self.last_branched = np.repeat([s is not None for s in starts], self.group_size)
+        self.last_branched = np.repeat([s is not None for s in starts], self.num_generations)
         return starts
 
     def _roll_vector(self, act: Actor, obs: np.ndarray, obs_buf: np.ndarray, act_buf: np.ndarray,
@@ -348,13 +355,13 @@ class EnvGroupSampler(RandomStreams):
         if self._reservoir is not None:  # a branched episode's return counts from its branch state only
             from_reset = [r for r, b in zip(self.last_episode_returns, self.last_branched) if not b]
             metrics = {"reward/env_return": float(np.mean(from_reset))} if from_reset else {}
-            metrics["sampling/branched_groups"] = float(self.last_branched.sum() // self.group_size)
+            metrics["sampling/branched_groups"] = float(self.last_branched.sum() // self.num_generations)
         self.last_batch = RolloutBatch(
             context=torch.from_numpy(np.ascontiguousarray(obs_buf[:t].transpose(1, 0, 2))),
             tokens=torch.from_numpy(np.ascontiguousarray(act_buf[:t].T)),
             mask=mask,
-            group=torch.arange(self.num_groups).repeat_interleave(self.group_size),
-            group_size=self.group_size,
+            group=torch.arange(self.num_groups).repeat_interleave(self.num_generations),
+            num_generations=self.num_generations,
             rewards=step_rewards.sum(-1),
             step_rewards=step_rewards,
             metrics=metrics,

@@ -8,8 +8,16 @@ does), ``MultiDiscrete`` one one-hot per dimension, ``MultiBinary`` as 0/1 float
 action is one token ``k`` among its joint actions (``prod(nvec)`` or ``2**n``, at most
 :data:`MAX_JOINT_ACTIONS`), read as the mixed-radix digits of ``k`` (:attr:`SpaceCodec.action_nvec`),
 which the policy scores with one categorical per dimension, as SB3's PPO
-(:class:`grpo_seq.policies.mlp.CategoricalMLPPolicy`'s ``action_nvec``). A continuous (``Box``) or
-composite (``Dict``, ``Tuple``) space is refused by name.
+(:class:`grpo_seq.policies.mlp.CategoricalMLPPolicy`'s ``action_nvec``).
+
+A continuous (``Box``) action becomes tokens the way robot-action models make them (RT-1, RT-2,
+Gato): each dimension is cut into ``action_bins`` evenly spaced values from its low to its high
+bound, ``v_i(b) = low_i + (high_i - low_i) b / (K - 1)``, and the action is the same joint token
+over ``MultiDiscrete([K] * dims)``: one categorical per dimension, so its log-prob, entropy, ratio
+and KL are per decision as for ``MultiDiscrete`` (Tang & Agrawal, AAAI 2020, found such
+per-dimension categoricals on par with or ahead of Gaussian policies on-policy). The bounds are the
+space's; an unbounded dimension needs ``action_clip`` (a low and a high) and is refused without
+it. A composite (``Dict``, ``Tuple``) space is refused by name.
 """
 
 from __future__ import annotations
@@ -23,9 +31,30 @@ from gymnasium import spaces
 
 from ..errors import UsageError
 
-__all__ = ["SpaceCodec", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS"]
+__all__ = ["SpaceCodec", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS", "ACTION_BINS",
+           "box_action_values"]
 
 MAX_JOINT_ACTIONS = 2**62  # a joint action is one int64 token
+# Values per dimension of a continuous action where nobody chose: odd, so a symmetric range has 0 as
+# a value (Tang & Agrawal's K = 11 on MuJoCo).
+ACTION_BINS = 11
+
+
+def box_action_values(space: spaces.Box, bins: int, clip: tuple[float, float] | None = None,
+                      name: str = "env") -> np.ndarray:
+    """``(dims, bins)``: the values each dimension of a ``Box`` action takes,
+    ``low_i + (high_i - low_i) b / (bins - 1)``; infinite bounds are replaced by ``clip``
+    (refused without it, naming the space)."""
+    if bins < 2:
+        raise UsageError(f"{name}: action_bins must be >= 2 (a dimension needs 2 values to choose between), got {bins}")
+    low, high = space.low.astype(np.float64).ravel(), space.high.astype(np.float64).ravel()
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        if clip is None:
+            raise UsageError(f"{name}: the action space {space} is unbounded; give a clip range for its values "
+                             "(action_clip, e.g. [-1, 1]) to cut it into bins")
+        low = np.where(np.isfinite(low), low, clip[0])
+        high = np.where(np.isfinite(high), high, clip[1])
+    return low[:, None] + (high - low)[:, None] * np.linspace(0.0, 1.0, bins)[None, :]
 
 
 def _radices(space: spaces.Space) -> list[int]:
@@ -39,11 +68,15 @@ class SpaceCodec:
     as an action of ``act_space`` (:meth:`decode_actions`); :attr:`action_nvec`: the sizes of a
     multi-dimensional action's dimensions (None for ``Discrete``)."""
 
-    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, name: str = "env"):
+    def __init__(self, obs_space: spaces.Space, act_space: spaces.Space, name: str = "env",
+                 action_bins: int | None = None, action_clip: tuple[float, float] | None = None):
         self.obs_space, self.act_space = obs_space, act_space
         self.obs_dim = self._obs_dim(obs_space, name)
-        self.num_actions = self._num_actions(act_space, name)
-        self.action_nvec = None if isinstance(act_space, spaces.Discrete) else _radices(act_space)
+        self.action_values = None  # a Box action's (dims, bins) values
+        if isinstance(act_space, spaces.Box):
+            self.action_values = box_action_values(act_space, action_bins or ACTION_BINS, action_clip, name)
+        self.num_actions = self._num_actions(act_space, name, self.action_values)
+        self.action_nvec = None if isinstance(act_space, spaces.Discrete) else self._nvec()
         self.identity = (isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
                          and isinstance(act_space, spaces.Discrete) and int(act_space.start) == 0)
 
@@ -60,10 +93,22 @@ class SpaceCodec:
         raise UsageError(f"{name}: observations must be a Box, Discrete, MultiDiscrete or MultiBinary space, got "
                          f"{space} (a Dict or Tuple needs MultiInputPolicy, which is not supported here)")
 
+    def _nvec(self) -> list[int]:
+        if self.action_values is not None:
+            return [self.action_values.shape[1]] * self.action_values.shape[0]
+        return _radices(self.act_space)
+
     @staticmethod
-    def _num_actions(space: spaces.Space, name: str) -> int:
+    def _num_actions(space: spaces.Space, name: str, values: np.ndarray | None) -> int:
         if isinstance(space, spaces.Discrete):
             return int(space.n)
+        if values is not None:
+            n = values.shape[1] ** values.shape[0]
+            if n > MAX_JOINT_ACTIONS:
+                raise UsageError(f"{name}: the action space {space} cut into {values.shape[1]} values per dimension "
+                                 f"has {n} joint actions, more than the {MAX_JOINT_ACTIONS} one int64 token numbers; "
+                                 "give fewer action_bins")
+            return n
         if isinstance(space, spaces.MultiBinary) and len(space.shape) != 1:
             # Stable-Baselines3's own check and message
             raise AssertionError(f"Multi-dimensional MultiBinary({space.n}) action space is not supported. "
@@ -74,8 +119,8 @@ class SpaceCodec:
                 raise UsageError(f"{name}: the action space {space} has {n} joint actions, more than the "
                                  f"{MAX_JOINT_ACTIONS} one int64 token numbers")
             return n
-        raise UsageError(f"{name}: actions must be Discrete, MultiDiscrete or MultiBinary to be tokens, got {space} "
-                         "(a continuous or composite action space); discretise them with a wrapper")
+        raise UsageError(f"{name}: actions must be Discrete, MultiDiscrete, MultiBinary or a Box to be tokens, got "
+                         f"{space} (a composite action space); flatten it with a wrapper")
 
     def encode_obs(self, obs: Any) -> np.ndarray:
         """A batch ``(n, *obs_space.shape)`` (``(n,)`` for Discrete) as ``(n, obs_dim)`` float32."""
@@ -93,10 +138,14 @@ class SpaceCodec:
         if isinstance(space, spaces.Discrete):
             return (tokens + int(space.start)).astype(space.dtype)
         digits, rest = [], tokens.copy()
-        for n in reversed(_radices(space)):
+        for n in reversed(self.action_nvec):
             digits.append(rest % n)
             rest //= n
-        return np.stack(digits[::-1], axis=1).astype(space.dtype)
+        digits = np.stack(digits[::-1], axis=1)
+        if self.action_values is not None:  # each dimension's bin as its value
+            values = np.take_along_axis(self.action_values[None], digits[..., None], axis=2)[..., 0]
+            return values.reshape((len(tokens), *space.shape)).astype(space.dtype)
+        return digits.astype(space.dtype)
 
     def decode_obs(self, flat: np.ndarray) -> np.ndarray:
         """Encoded observations ``(n, obs_dim)`` back in the space's own form (what a VecEnv returns)."""

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..loop.config import GRPOConfig, token_minibatch_conflict
+from ..loop.config import LoopConfig, token_minibatch_conflict
 from ..envs.defaults import UNREGISTERED, per_env
 from ..errors import UsageError
 from ..jobs.env_spec import EnvJob
@@ -39,11 +39,11 @@ PPO_BATCH_SIZE = 64
 
 def _surface_defaults() -> dict[str, Any]:
     """The env job's algorithm defaults (its spec's field defaults, then :data:`grpo_seq.envs.defaults.UNREGISTERED`'s
-    values) that are GRPOConfig fields, for an env without a registered id: what a saved model
+    values) that are LoopConfig fields, for an env without a registered id: what a saved model
     records of its options."""
     fields = {f.name: f.default for f in dataclasses.fields(EnvJob)}
     own = {k: fields[k] for k in ("lr_schedule", "adam_beta1", "beta", "loss_type")}
-    grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
+    grpo = {f.name for f in dataclasses.fields(LoopConfig)}
     return {**own, **{k: v for k, v in UNREGISTERED.items() if k in grpo}}
 
 
@@ -208,10 +208,23 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         out["activation"] = _ACTIVATIONS[act]
     if "ortho_init" in kw:
         out["orthogonal_init"] = bool(kw.pop("ortho_init"))
-    for key in ("obs_scale", "orthogonal_init"):
+    for key in ("obs_scale", "orthogonal_init", *ACTION_FORM):
         if key in kw:
             out[key] = kw.pop(key)
     if kw:
         raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
-                         "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, obs_scale)")
+                         "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, obs_scale, "
+                         "action_bins, action_clip)")
     return out
+
+
+# A continuous action's token form (grpo_seq.sampling.spaces): ours, given in policy_kwargs
+ACTION_FORM = ("action_bins", "action_clip")
+
+
+def action_form(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``policy_kwargs``' ``action_bins`` and ``action_clip`` (a continuous action's values per
+    dimension, and the bounds that replace infinite ones)."""
+    kw = policy_kwargs or {}
+    clip = kw.get("action_clip")
+    return {"action_bins": kw.get("action_bins"), "action_clip": tuple(clip) if clip is not None else None}

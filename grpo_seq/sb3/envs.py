@@ -89,8 +89,9 @@ def _without_monitor(env: gym.Env) -> gym.Env:
     return env
 
 
-def resolve_env(env: Any) -> EnvSource:
-    """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv``."""
+def resolve_env(env: Any, action_bins: int | None = None, action_clip: tuple[float, float] | None = None) -> EnvSource:
+    """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv`` (a continuous
+    action cut into ``action_bins`` values per dimension)."""
     vec_env, n_envs, normalizer = None, 1, _vec_normalize(env)
     if isinstance(env, str):
         env = make_env(env, tokens=False)
@@ -104,7 +105,7 @@ def resolve_env(env: Any) -> EnvSource:
     if not isinstance(env, gym.Env):
         raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
                          f"{type(env).__name__}")
-    codec = SpaceCodec(env.observation_space, env.action_space, env_name(env))
+    codec = SpaceCodec(env.observation_space, env.action_space, env_name(env), action_bins, action_clip)
     env_id, make, copied = _maker(env)
     objects = None
     if copied:  # no registration makes it again: step the user's own objects rather than copies

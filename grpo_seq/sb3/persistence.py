@@ -56,7 +56,8 @@ def _policy_json(policy: torch.nn.Module) -> tuple[dict[str, Any], dict[str, Any
     kwargs = dict(getattr(policy, "init_kwargs", {}))
     if not isinstance(policy, GRPOPolicy):
         return {"class": type(policy).__name__, "kwargs": kwargs}, None
-    spaces = {k: kwargs.pop(k) for k in ("observation_space", "action_space")}
+    # the spaces, and how a continuous action's tokens map to its values (its bins, its clip range)
+    spaces = {k: kwargs.pop(k) for k in ("observation_space", "action_space", "action_bins", "action_clip") if k in kwargs}
     return {"class": CategoricalMLPPolicy.__name__, "kwargs": kwargs}, spaces
 
 

@@ -36,20 +36,26 @@ class GRPOPolicy(CategoricalMLPPolicy):
         observation_space, action_space: the env's spaces (or their JSON, :func:`space_to_json`).
         action_nvec: left out, the action space's own dimensions (a factorised head); None, one
             categorical over the joint actions (what a file saved before factorised heads holds).
+        action_bins, action_clip: a ``Box`` action's values per dimension, and the bounds that
+            replace infinite ones (:class:`grpo_seq.sampling.spaces.SpaceCodec`).
         **kwargs: :class:`CategoricalMLPPolicy`'s arguments (``hidden_sizes``, ``activation``,
             ``obs_scale``, ``obs_shift``, ``orthogonal_init``).
     """
 
     def __init__(self, observation_space: spaces.Space | dict, action_space: spaces.Space | dict,
-                 action_nvec: Any = _PER_DIMENSION, **kwargs: Any):
+                 action_nvec: Any = _PER_DIMENSION, action_bins: int | None = None,
+                 action_clip: Any = None, **kwargs: Any):
         obs_space = space_from_json(observation_space) if isinstance(observation_space, dict) else observation_space
         act_space = space_from_json(action_space) if isinstance(action_space, dict) else action_space
-        codec = SpaceCodec(obs_space, act_space, "GRPO")
+        clip = tuple(action_clip) if action_clip is not None else None
+        codec = SpaceCodec(obs_space, act_space, "GRPO", action_bins, clip)
         kwargs.pop("obs_dim", None), kwargs.pop("num_actions", None)
         nvec = codec.action_nvec if isinstance(action_nvec, str) and action_nvec == _PER_DIMENSION else action_nvec
         super().__init__(codec.obs_dim, codec.num_actions, action_nvec=nvec, **kwargs)
         self.observation_space, self.action_space, self.codec = obs_space, act_space, codec
         self.init_kwargs.update(observation_space=space_to_json(obs_space), action_space=space_to_json(act_space))
+        if codec.action_values is not None:  # a continuous action: the values its tokens stand for
+            self.init_kwargs.update(action_bins=codec.action_values.shape[1], action_clip=list(clip) if clip else None)
 
     @property
     def device(self) -> torch.device:

@@ -38,10 +38,12 @@ class PolicyEvaluator:
     first evaluation past a threshold would say more about those starts than about the policy.)
     """
 
-    def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None):
+    def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None,
+                 action_bins: int | None = None, action_clip: tuple[float, float] | None = None):
         if num_episodes < 1:
             raise ConfigError(f"PolicyEvaluator: num_episodes must be >= 1, got {num_episodes}")
-        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs)  # as tokens, or a UsageError naming it
+        # as tokens (a continuous action cut as in training), or a UsageError naming the space
+        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs, action_bins, action_clip)
         self.num_episodes, self.seed = num_episodes, seed
         spec = self.envs.spec
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000

@@ -29,7 +29,8 @@ def register(store: Store, record: dict[str, Any]) -> dict[str, Any]:
     if record["kind"] == "env":
         path = run / "policy_best" if (run / "policy_best").is_dir() else run / "policy"
         kwargs = json.loads((path / "policy.json").read_text())["kwargs"]
-        entry.update(env_id=record["spec"]["env_id"], obs_dim=kwargs["obs_dim"], num_actions=kwargs["num_actions"])
+        entry.update(env_id=record["spec"]["env_id"], obs_dim=kwargs["obs_dim"], num_actions=kwargs["num_actions"],
+                     action_bins=record["spec"].get("action_bins"), action_clip=record["spec"].get("action_clip"))
     else:
         path = run / "model"
         entry.update(base_model=record["spec"].get("model"))
@@ -49,13 +50,18 @@ def summary_of(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 class _EnvModel:
-    def __init__(self, path: str):
-        from ..jobs.env import load_actor
+    """Greedy actions as the env takes them: a token decoded (a continuous action's values, a
+    multi-dimensional action's digits) where the env's actions are not ``Discrete``."""
 
-        self.obs_dim, self.act = load_actor(path, greedy=True)  # a numpy snapshot of the weights: no torch per request
+    def __init__(self, entry: dict[str, Any]):
+        from ..jobs.env import env_codec, load_actor
+
+        self.obs_dim, self.act = load_actor(entry["path"], greedy=True)  # a numpy snapshot: no torch per request
+        self.codec = env_codec(entry["env_id"], entry.get("action_bins"), entry.get("action_clip"))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.act(obs)
+        tokens = self.act(obs)
+        return tokens if self.codec is None else self.codec.decode_actions(tokens)
 
 
 class _LMModel:
@@ -120,6 +126,6 @@ class ModelCache:
                 if not os.path.isdir(entry["path"]):  # its job's folder removed by hand since
                     raise RequestError(410, f"model_name {name!r}: its files ({entry['path']}) are gone; train it "
                                        "again, or resume its job if that folder is back")
-                model = (_EnvModel if entry["kind"] == "env" else _LMModel)(entry["path"])
+                model = _EnvModel(entry) if entry["kind"] == "env" else _LMModel(entry["path"])
                 hit = self.loaded[name] = (stamp, str(self.store.model_path(name)), (entry, model))
         return hit[2]

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import UsageError
+from ..sampling.spaces import ACTION_BINS
 from ..jobs.spec import spec_from_dict
 from .config import ServeConfig
 from .store import Store, check_model_name
@@ -148,7 +149,10 @@ def _check_env_sizes(spec: Any, cfg: ServeConfig) -> None:
                            f"(--max_eval_episodes), got {spec.eval_episodes:,}")
     env = gym.make(spec.env_id)
     try:
-        widths = [gym.spaces.flatdim(env.observation_space), *spec.hidden_sizes, gym.spaces.flatdim(env.action_space)]
+        outputs = gym.spaces.flatdim(env.action_space)
+        if isinstance(env.action_space, gym.spaces.Box):  # one logit per value of each dimension
+            outputs *= spec.action_bins or ACTION_BINS
+        widths = [gym.spaces.flatdim(env.observation_space), *spec.hidden_sizes, outputs]
     finally:
         env.close()
     params = sum((a + 1) * b for a, b in zip(widths, widths[1:]))

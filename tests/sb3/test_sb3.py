@@ -156,11 +156,6 @@ def test_an_env_that_cannot_be_cloned_is_named():
         Snapshotter(Holder()).copies(Holder(), 2)
 
 
-def test_a_continuous_env_is_refused_by_its_space():
-    with pytest.raises(UsageError, match=r"Pendulum-v1.*Box\(-2\.0, 2\.0, \(1,\)"):
-        GRPO("MlpPolicy", "Pendulum-v1")
-
-
 def test_other_envs_get_the_env_programs_defaults():
     from grpo_seq.envs.defaults import per_env
 

@@ -35,7 +35,7 @@ def chrome() -> tuple[Any, str]:
 
 
 def train_from_the_page(driver: Any, url: str, token: str, model_name: str, steps: int = 3000,
-                        deadline: float = 120) -> str:
+                        deadline: float = 600) -> str:
     """Open the page, give the token, start a CartPole job from the form; returns the job's id
     once the page shows it done, with its learning curve drawn."""
     from selenium.webdriver.common.by import By

@@ -75,7 +75,7 @@ class Server:
         assert res.status_code == 200, res.text
         return res.json()
 
-    def wait_state(self, job_id: str, states: tuple[str, ...], deadline: float = 120.0) -> dict:
+    def wait_state(self, job_id: str, states: tuple[str, ...], deadline: float = 600.0) -> dict:
         return wait_for(lambda: (lambda j: j if j["state"] in states else None)(self.job(job_id)), deadline,
                         what=f"job {job_id} reaches {states}")
 

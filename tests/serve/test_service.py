@@ -45,6 +45,17 @@ def test_cartpole_trains_to_solved_through_the_api_and_answers_actions(server, t
     assert returns.mean() >= 195, returns
 
 
+def test_a_continuous_action_job_answers_values_within_its_bounds(server):
+    job = server.train({"env_name": "Pendulum-v1", "total_timesteps": 1600, "model_name": "pendulum", "seed": 0,
+                        "eval_every": 800, "solved_return": -200, "action_bins": 5})
+    assert server.wait_state(job["id"], ("done", "failed"))["state"] == "done"
+    obs = [[1.0, 0.0, 0.0], [0.0, 1.0, -3.0], [-1.0, 0.0, 8.0]]
+    answer = server.client.post("/inference", json={"model_name": "pendulum", "observation": obs}).json()
+    # torques as the env takes them: one of 5 values from -2 to 2, not the policy's token numbers
+    assert len(answer["actions"]) == 3 and all(len(a) == 1 and a[0] in (-2.0, -1.0, 0.0, 1.0, 2.0)
+                                               for a in answer["actions"]), answer
+
+
 def _model(server: Server, name: str) -> dict:
     return next(m for m in server.client.get("/models").json()["models"] if m["name"] == name)
 
@@ -133,7 +144,7 @@ def _tree(root) -> dict:
 
 @pytest.mark.parametrize("path, body, status, reason", [
     ("/train", {"env_name": "NoSuchEnv-v0"}, 400, "not a registered gymnasium env"),
-    ("/train", {"env_name": "Pendulum-v1"}, 400, "actions must be Discrete"),
+    ("/train", {"env_name": "Pendulum-v1", "action_bins": 1}, 400, "action_bins: must be >= 2"),
     ("/train", {"env_name": "builtins:object"}, 400, "not a registered gymnasium env"),
     ("/train", {**CARTPOLE, "model_name": "../x"}, 400, "not a path"),
     ("/train", {**CARTPOLE, "model_name": "/abs"}, 400, "not a path"),
