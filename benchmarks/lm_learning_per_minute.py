@@ -27,10 +27,11 @@ the end of its budget, its training clock paused while it does. ``gsm8k`` as a t
 The record (benchmarks/results/lm_learning_per_minute/result.json) holds one row per (task,
 seed): each system's points (minutes, steps, accuracy and the per-item scores); and per task,
 pooled over seeds (``tasks``): the base model's score, each system's final score averaged over
-seeds with its 95% interval, and the paired difference grpo-seq minus TRL (items paired within
-each seed, averaged over seeds per item; the normal interval over the items, as the report's
-``items_interval`` gives for lm_learning; beside it Newcombe's interval and McNemar's test over
-all (item, seed) pairs, which treats seeds as independent). A row already in --out for the same
+seeds with its 95% interval over the items (grpo_seq.math.stats.mean_interval of each item's
+score averaged over seeds), and the paired difference grpo-seq minus TRL (items paired within each
+seed, averaged over seeds per item; the normal interval over the items, the report's
+``items_interval``, as lm_learning's gains have; beside it Newcombe's interval and McNemar's test
+over all (item, seed) pairs, which count an item's seeds as independent). A row already in --out for the same
 (task, seed) is replaced and the others kept, so a crashed run resumes with only the missing
 pairs. Plot: result.png beside it. ``python benchmarks/report.py`` makes the docs table.
 """
@@ -229,7 +230,8 @@ def worker_ours(a: argparse.Namespace) -> dict:
 
 
 def trl_config(a: argparse.Namespace, cfg):
-    """TRL's GRPOConfig pinned to grpo-seq's objective and the run's settings."""
+    """TRL's GRPOConfig pinned to grpo-seq's objective and the run's settings (precision included:
+    TRL's own default, bf16 autocast, would also wrap the model's forward, evaluation too)."""
     from trl import GRPOConfig
 
     G = cfg.num_generations
@@ -239,6 +241,7 @@ def trl_config(a: argparse.Namespace, cfg):
         temperature=cfg.temperature, top_p=1.0, top_k=0, learning_rate=cfg.learning_rate, lr_scheduler_type="constant",
         warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, beta=cfg.beta, loss_type="grpo", scale_rewards="group",
         num_iterations=1, epsilon=0.2, use_bias_correction_kl=False, use_cpu=True, disable_dropout=True, gradient_checkpointing=False,
+        bf16=cfg.bf16, fp16=False,  # TRL's default is bf16 autocast, even on a CPU: the recipe's precision instead (fp32)
         shuffle_dataset=False, logging_steps=1, report_to="none", save_strategy="no", log_completions=False,
         dataloader_num_workers=0)
 
@@ -351,9 +354,11 @@ def summarise(rows: list[dict]) -> list[dict]:
                        "base": {"score": statistics.mean(base), "interval": list(mean_interval(base)),
                                 "same_for_every_run": all(s == base for s in starts)}}
         for s in SYSTEMS:
-            m, lo, hi = items_interval(per_item[s], [0.0] * n)
+            # each item's score averaged over the seeds: Wilson's interval where those are all 0 or 1, else the normal one
+            lo, hi = mean_interval(per_item[s])
             flat = [x for scores in final[s] for x in scores]
-            entry[s] = {"final": m, "interval": [lo, hi], "steps": [r[s]["steps"] for r in runs],
+            entry[s] = {"final": statistics.mean(per_item[s]), "interval": [max(lo, 0.0), min(hi, 1.0)],
+                        "steps": [r[s]["steps"] for r in runs],
                         "start_per_seed": [r[s]["points"][0]["accuracy"] for r in runs],
                         "final_per_seed": [r[s]["points"][-1]["accuracy"] for r in runs],
                         "minutes_per_seed": [r[s]["points"][-1]["minutes"] for r in runs],
@@ -366,7 +371,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                       "(report.items_interval)",
             "per_seed": [a - b for a, b in zip(entry["grpo-seq"]["final_per_seed"], entry["trl"]["final_per_seed"])],
             "pooled_pairs": {**pooled, "n": len(final["trl"]) * n,
-                             "note": "every (item, seed) pair as one: narrower, as it counts an item's seeds as independent"}}
+                             "note": "every (item, seed) pair as one observation: it counts an item's seeds as independent"}}
         out.append(entry)
     return out
 
