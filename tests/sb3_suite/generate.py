@@ -12,8 +12,8 @@ What it does to each file:
   out. A test that trains only ``A2C`` (SB3's other on-policy algorithm; ``test_utils``,
   ``test_logger``, ``test_callbacks``), or whose list has ``A2C`` and no ``PPO``, runs with ``PPO``
   in its place and a small ``n_steps`` (64) where it does not set one.
-- ``"Pendulum-v1"`` (continuous actions, used as any env) becomes ``"CartPole-v1"``; where a list
-  holds both, the Pendulum case is left out. ``IdentityEnvBox`` becomes ``IdentityEnv``.
+- Continuous actions stay (``Pendulum-v1``, ``IdentityEnvBox``): they are tokens over evenly spaced
+  values here.
 - :data:`EDITS` adapts single tests (each edit says why); :data:`LEFT_OUT` names the PPO cases left
   out and why (docs/guides/sb3.md lists them).
 """
@@ -30,9 +30,9 @@ FILES = ("test_run", "test_save_load", "test_callbacks", "test_predict", "test_d
 
 # PPO cases left out, and why.
 LEFT_OUT = {
-    "test_identity.py::test_continuous": "a continuous action space (Box): actions are tokens here",
-    "test_spaces.py::test_float64_action_space": "continuous (Box) action spaces and Dict observations",
-    "test_spaces.py::test_action_spaces": "kept for CartPole; the Box(2, 2) action case is continuous",
+    "test_identity.py::test_continuous": "learns the continuous identity, but not always to SB3's threshold (90 of 100) "
+                                         "within the test's 1,000 steps at its learning rate of 1e-3",
+    "test_spaces.py::test_float64_action_space": "Dict observations (MultiInputPolicy)",
     "test_run.py::test_ppo_warnings": "PPO's rollout-size check, truncated-minibatch and GPU warnings, on Pendulum",
     "test_save_load.py::test_save_load_policy": "kept for MlpPolicy without gSDE; CnnPolicy and gSDE "
                                                 "(state-dependent exploration of continuous actions) are not here",
@@ -53,9 +53,6 @@ EDITS: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
     "test_save_load.py::test_save_load_policy": (
         "MlpPolicy without gSDE (see the left-out list)", [("['MlpPolicy', 'CnnPolicy']", "['MlpPolicy']"),
                                                          ("[False, True]", "[False]")]),
-    "test_spaces.py::test_action_spaces": (
-        "CartPole only (Pendulum and the Box(2, 2) action are continuous)",
-        [("['CartPole-v1', DummyMultidimensionalAction()]", "['CartPole-v1']")]),
     "test_save_load.py::test_no_resource_warning": (
         "PPO's half (the replay buffer half is SAC's)", [("model = SAC(", None)]),
     "test_logger.py::test_set_logger": (
@@ -77,7 +74,7 @@ EDITS: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
           "env.action_space = spaces.Discrete(2)"),
          ("env.step(model.predict(obs))", "env.step(model.predict(obs)[0])")]),
 }
-# Per file: (old, new) text replacements before Pendulum becomes CartPole.
+# Per file: (old, new) text replacements.
 FILE_EDITS = {
     # the episode counting case needs episodes that run to the time limit: Acrobot's, not CartPole's
     "test_callbacks": [("return 'Pendulum-v1'", "return 'Acrobot-v1'")],
@@ -118,9 +115,6 @@ def _filter_params(fn: ast.FunctionDef, algo_lists: set[str]) -> bool | str | No
             keep = "PPO" if any("PPO" in _algo_names(v) for v in algos) else "A2C"
             values.elts = [v for v in values.elts if keep in _algo_names(v) or not _algo_names(v)]
             found = (True if keep == "PPO" else "A2C") if values.elts else False
-        consts = [v.value for v in values.elts if isinstance(v, ast.Constant)]
-        if "Pendulum-v1" in consts and "CartPole-v1" in consts:
-            values.elts = [v for v in values.elts if not (isinstance(v, ast.Constant) and v.value == "Pendulum-v1")]
     return found
 
 
@@ -195,8 +189,7 @@ def generate(file: str, source: str) -> str:
         if old not in text:
             raise SystemExit(f"error: {file}.py: the edit {old!r} no longer applies")
         text = text.replace(old, new)
-    text = text.replace("'Pendulum-v1'", "'CartPole-v1'").replace("IdentityEnvBox(-10, 10)", "IdentityEnv(10)")
-    return text.replace("IdentityEnvBox(-1, 1)", "IdentityEnv(10)")
+    return text
 
 
 def main(tests_dir: str) -> None:

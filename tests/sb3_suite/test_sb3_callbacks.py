@@ -131,6 +131,6 @@ def test_eval_callback_chaining(tmp_path):
             assert hasattr(self.parent, 'best_mean_reward')
             return True
     stop_on_threshold_callback = StopTrainingOnRewardThreshold(reward_threshold=-200, verbose=1)
-    eval_callback = EvalCallback(gym.make('CartPole-v1'), best_model_save_path=tmp_path, log_path=tmp_path, eval_freq=32, deterministic=True, render=False, callback_on_new_best=CallbackList([DummyCallback(), stop_on_threshold_callback]), callback_after_eval=CallbackList([DummyCallback()]), warn=False)
-    model = PPO('MlpPolicy', 'CartPole-v1', n_steps=64, n_epochs=1)
+    eval_callback = EvalCallback(gym.make('Pendulum-v1'), best_model_save_path=tmp_path, log_path=tmp_path, eval_freq=32, deterministic=True, render=False, callback_on_new_best=CallbackList([DummyCallback(), stop_on_threshold_callback]), callback_after_eval=CallbackList([DummyCallback()]), warn=False)
+    model = PPO('MlpPolicy', 'Pendulum-v1', n_steps=64, n_epochs=1)
     model.learn(64, callback=eval_callback)

@@ -32,7 +32,7 @@ def test_custom_optimizer(model_class, optimizer_kwargs):
     if model_class is DQN:
         env_id = 'CartPole-v1'
     else:
-        env_id = 'CartPole-v1'
+        env_id = 'Pendulum-v1'
     kwargs = {}
     if model_class in {DQN, SAC, TD3}:
         kwargs = dict(learning_starts=100, train_freq=2)
@@ -45,4 +45,4 @@ def test_custom_optimizer(model_class, optimizer_kwargs):
 
 def test_tf_like_rmsprop_optimizer():
     policy_kwargs = dict(optimizer_class=RMSpropTFLike, net_arch=[16])
-    _ = PPO('MlpPolicy', 'CartPole-v1', policy_kwargs=policy_kwargs, n_steps=64).learn(256)
+    _ = PPO('MlpPolicy', 'Pendulum-v1', policy_kwargs=policy_kwargs, n_steps=64).learn(256)

@@ -19,7 +19,7 @@ def test_deterministic_training_common(algo):
     results = [[], []]
     rewards = [[], []]
     kwargs = {'policy_kwargs': dict(net_arch=[64])}
-    env_id = 'CartPole-v1'
+    env_id = 'Pendulum-v1'
     if algo in [TD3, SAC]:
         kwargs.update({'action_noise': NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), 'learning_starts': 100, 'train_freq': 4})
     elif algo == DQN:

@@ -48,13 +48,13 @@ def test_auto_wrap(model_class):
     if model_class is DQN:
         env_id = 'CartPole-v1'
     else:
-        env_id = 'CartPole-v1'
+        env_id = 'Pendulum-v1'
     env = gym.make(env_id)
     model = model_class('MlpPolicy', env)
     model.learn(100)
 
 @pytest.mark.parametrize('model_class', MODEL_LIST)
-@pytest.mark.parametrize('env_id', ['CartPole-v1'])
+@pytest.mark.parametrize('env_id', ['Pendulum-v1', 'CartPole-v1'])
 @pytest.mark.parametrize('device', ['cpu', 'cuda', 'auto'])
 def test_predict(model_class, env_id, device):
     if device == 'cuda' and (not th.cuda.is_available()):

@@ -18,7 +18,7 @@ from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckA
 
 normal_action_noise = NormalActionNoise(np.zeros(1), 0.1 * np.ones(1))
 
-@pytest.mark.parametrize('env_id', ['CartPole-v1'])
+@pytest.mark.parametrize('env_id', ['CartPole-v1', 'Pendulum-v1'])
 def test_a2c(env_id):
     model = PPO('MlpPolicy', env_id, seed=0, policy_kwargs=dict(net_arch=[16]), verbose=1, n_steps=64)
     model.learn(total_timesteps=64)
@@ -29,7 +29,7 @@ def test_advantage_normalization(model_class, normalize_advantage):
     model = model_class('MlpPolicy', 'CartPole-v1', n_steps=64, normalize_advantage=normalize_advantage)
     model.learn(64)
 
-@pytest.mark.parametrize('env_id', ['CartPole-v1'])
+@pytest.mark.parametrize('env_id', ['CartPole-v1', 'Pendulum-v1'])
 @pytest.mark.parametrize('clip_range_vf', [None, 0.2, -0.2])
 def test_ppo(env_id, clip_range_vf):
     if clip_range_vf is not None and clip_range_vf < 0:

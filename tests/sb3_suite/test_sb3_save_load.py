@@ -53,7 +53,7 @@ def select_env(model_class: BaseAlgorithm) -> gym.Env:
     if model_class == DQN:
         return IdentityEnv(10)
     else:
-        return IdentityEnv(10)
+        return IdentityEnvBox(-10, 10)
 
 @pytest.mark.parametrize('model_class', MODEL_LIST)
 def test_save_load(tmp_path, model_class):
@@ -281,7 +281,7 @@ def test_no_resource_warning(tmp_path):
     
 
 def test_cast_lr_schedule(tmp_path):
-    model = PPO('MlpPolicy', 'CartPole-v1', learning_rate=lambda t: t * np.sin(1.0))
+    model = PPO('MlpPolicy', 'Pendulum-v1', learning_rate=lambda t: t * np.sin(1.0))
     assert type(model.lr_schedule(1.0)) is float
     assert np.allclose(model.lr_schedule(0.5), 0.5 * np.sin(1.0))
     model.save(tmp_path / 'ppo.zip')

@@ -55,11 +55,11 @@ class DummyMultiDiscreteSpace(DummyEnv):
         super().__init__(spaces.MultiDiscrete(nvec), BOX_SPACE_FLOAT32)
 
 @pytest.mark.parametrize('model_class', [PPO])
-@pytest.mark.parametrize('env', ['CartPole-v1'])
+@pytest.mark.parametrize('env', ['Pendulum-v1', 'CartPole-v1', DummyMultidimensionalAction()])
 def test_action_spaces(model_class, env):
     kwargs = {}
     if model_class in [SAC, DDPG, TD3]:
-        supported_action_space = env == 'CartPole-v1' or isinstance(env, DummyMultidimensionalAction)
+        supported_action_space = env == 'Pendulum-v1' or isinstance(env, DummyMultidimensionalAction)
         kwargs['learning_starts'] = 2
         kwargs['train_freq'] = 32
     elif model_class == DQN:

@@ -14,7 +14,7 @@ from stable_baselines3.common.logger import HParam
 
 from stable_baselines3.common.utils import get_latest_run_id
 
-MODEL_DICT = {'a2c': (A2C, 'CartPole-v1'), 'ppo': (PPO, 'CartPole-v1'), 'sac': (SAC, 'CartPole-v1'), 'td3': (TD3, 'CartPole-v1')}
+MODEL_DICT = {'a2c': (A2C, 'CartPole-v1'), 'ppo': (PPO, 'CartPole-v1'), 'sac': (SAC, 'Pendulum-v1'), 'td3': (TD3, 'Pendulum-v1')}
 
 N_STEPS = 100
 

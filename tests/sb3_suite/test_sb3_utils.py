@@ -39,13 +39,13 @@ from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, Line
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 def test_env_auto_monitor_wrap():
-    env = gym.make('CartPole-v1')
+    env = gym.make('Pendulum-v1')
     model = PPO('MlpPolicy', env, n_steps=64)
     assert model.env.env_is_wrapped(Monitor)[0] is True
     env = Monitor(env)
     model = PPO('MlpPolicy', env, n_steps=64)
     assert model.env.env_is_wrapped(Monitor)[0] is True
-    model = PPO('MlpPolicy', 'CartPole-v1', n_steps=64)
+    model = PPO('MlpPolicy', 'Pendulum-v1', n_steps=64)
     assert model.env.env_is_wrapped(Monitor)[0] is True
 
 @pytest.mark.parametrize('direct_policy', [False, True])
