@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 import forkrun  # noqa: E402  (tests/forkrun.py)
 from sybil import Sybil
@@ -135,3 +137,30 @@ pytest_collect_file = Sybil(
     setup=_setup,
     teardown=_teardown,
 ).pytest()
+
+
+# -- how pytest-xdist shares the suite out (--dist loadgroup in pyproject.toml) --------------------
+# Tests go to whichever worker is free, one at a time, so that a file of slow tests does not hold
+# one worker while the other idles. What must stay together gets an xdist_group: a page's examples
+# (they run in order, in one namespace), and the tests that share a module-, class- or
+# session-scoped fixture of the project's (built once per worker that runs them).
+_SHARED_SCOPES = ("module", "class", "package", "session")
+
+
+def _together(item: pytest.Item) -> str | None:
+    if item.path.suffix != ".py":
+        return item.nodeid.split("::")[0]  # a page of examples
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        fixture = defs[-1]
+        if fixture.scope in _SHARED_SCOPES and not fixture.func.__module__.startswith(("_pytest", "xdist")):
+            return item.nodeid.split("::")[0]  # the file's tests together: a worker builds the fixture once
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _together(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(name=group))

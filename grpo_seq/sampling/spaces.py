@@ -17,7 +17,11 @@ over ``MultiDiscrete([K] * dims)``: one categorical per dimension, so its log-pr
 and KL are per decision as for ``MultiDiscrete`` (Tang & Agrawal, AAAI 2020, found such
 per-dimension categoricals on par with or ahead of Gaussian policies on-policy). The bounds are the
 space's; an unbounded dimension needs ``action_clip`` (a low and a high) and is refused without
-it. A composite (``Dict``, ``Tuple``) space is refused by name.
+it. A composite (``Dict``, ``Tuple``) action space is refused by name.
+
+A ``Dict`` observation (Stable-Baselines3's ``MultiInputPolicy``, without images) is each of its
+parts encoded as above, concatenated in the space's key order, as SB3's ``CombinedExtractor``
+flattens them.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ class SpaceCodec:
 
     @staticmethod
     def _obs_dim(space: spaces.Space, name: str) -> int:
+        if isinstance(space, spaces.Dict):
+            return sum(SpaceCodec._obs_dim(part, f"{name}[{key!r}]") for key, part in space.spaces.items())
         if isinstance(space, spaces.Box):
             return int(np.prod(space.shape))
         if isinstance(space, spaces.Discrete):
@@ -90,8 +96,8 @@ class SpaceCodec:
             return int(np.sum(space.nvec))
         if isinstance(space, spaces.MultiBinary):
             return int(np.prod(space.shape))
-        raise UsageError(f"{name}: observations must be a Box, Discrete, MultiDiscrete or MultiBinary space, got "
-                         f"{space} (a Dict or Tuple needs MultiInputPolicy, which is not supported here)")
+        raise UsageError(f"{name}: observations must be a Box, Discrete, MultiDiscrete, MultiBinary or a Dict of "
+                         f"them, got {space}")
 
     def _nvec(self) -> list[int]:
         if self.action_values is not None:
@@ -123,14 +129,42 @@ class SpaceCodec:
                          f"{space} (a composite action space); flatten it with a wrapper")
 
     def encode_obs(self, obs: Any) -> np.ndarray:
-        """A batch ``(n, *obs_space.shape)`` (``(n,)`` for Discrete) as ``(n, obs_dim)`` float32."""
-        space, obs = self.obs_space, np.asarray(obs)
-        if isinstance(space, spaces.Discrete):
-            return np.eye(self.obs_dim, dtype=np.float32)[obs.reshape(-1).astype(np.int64) - int(space.start)]
-        if isinstance(space, spaces.MultiDiscrete):
-            flat = obs.reshape(len(obs), -1).astype(np.int64)
-            return np.concatenate([np.eye(n, dtype=np.float32)[flat[:, i]] for i, n in enumerate(_radices(space))], 1)
-        return obs.reshape(len(obs), -1).astype(np.float32)
+        """A batch ``(n, *obs_space.shape)`` (``(n,)`` for Discrete; a dict of such batches for a
+        Dict space) as ``(n, obs_dim)`` float32."""
+        return _encode(self.obs_space, obs)
+
+    def decode_obs(self, flat: np.ndarray) -> Any:
+        """Encoded observations ``(n, obs_dim)`` back in the space's own form (what a VecEnv returns)."""
+        return _decode(self.obs_space, np.asarray(flat))
+
+    def is_vectorized(self, obs: Any) -> bool:
+        """Stable-Baselines3's rule: one observation of the space's shape, or a batch of them (for a
+        Dict space, judged by its first part)."""
+        space = self.obs_space
+        if isinstance(space, spaces.Dict):
+            key = next(iter(space.spaces))
+            return SpaceCodec(space.spaces[key], spaces.Discrete(2)).is_vectorized(np.asarray(obs[key]))
+        shape = space.shape
+        if obs.shape == shape:
+            return False
+        if obs.shape[1:] == shape or (isinstance(space, spaces.Discrete) and obs.shape[1:] in ((), (1,))):
+            return True
+        raise ValueError(f"Error: Unexpected observation shape {obs.shape} for {type(space).__name__} "
+                         f"environment, please use {shape} or (n_env, {', '.join(map(str, shape))}) for the "
+                         "observation shape.")
+
+    def batch_of_one(self, obs: Any) -> Any:
+        """One observation as a batch of one (each part of a Dict one)."""
+        if isinstance(self.obs_space, spaces.Dict):
+            return {key: np.asarray(obs[key])[None] for key in self.obs_space.spaces}
+        return np.asarray(obs)[None]
+
+    def as_batch(self, obs: Any) -> Any:
+        """Observations (one, or a batch) as a batch ``(n, *shape)`` of the space's form."""
+        space = self.obs_space
+        if isinstance(space, spaces.Dict):
+            return {key: np.asarray(obs[key]).reshape((-1, *part.shape)) for key, part in space.spaces.items()}
+        return np.asarray(obs).reshape((-1, *space.shape))
 
     def decode_actions(self, tokens: np.ndarray) -> np.ndarray:
         """Tokens ``(n,)`` as actions ``(n, *act_space.shape)`` of the action space's dtype."""
@@ -147,26 +181,31 @@ class SpaceCodec:
             return values.reshape((len(tokens), *space.shape)).astype(space.dtype)
         return digits.astype(space.dtype)
 
-    def decode_obs(self, flat: np.ndarray) -> np.ndarray:
-        """Encoded observations ``(n, obs_dim)`` back in the space's own form (what a VecEnv returns)."""
-        space, flat = self.obs_space, np.asarray(flat)
-        if isinstance(space, spaces.Discrete):
-            return (flat.argmax(1) + int(space.start)).astype(space.dtype)
-        if isinstance(space, spaces.MultiDiscrete):
-            cuts = np.cumsum(_radices(space))[:-1]
-            return np.stack([p.argmax(1) for p in np.split(flat, cuts, axis=1)], 1).astype(space.dtype)
-        return flat.reshape((len(flat), *space.shape)).astype(space.dtype)
 
-    def is_vectorized(self, obs: np.ndarray) -> bool:
-        """Stable-Baselines3's rule: one observation of the space's shape, or a batch of them."""
-        shape = self.obs_space.shape
-        if obs.shape == shape:
-            return False
-        if obs.shape[1:] == shape or (isinstance(self.obs_space, spaces.Discrete) and obs.shape[1:] in ((), (1,))):
-            return True
-        raise ValueError(f"Error: Unexpected observation shape {obs.shape} for {type(self.obs_space).__name__} "
-                         f"environment, please use {shape} or (n_env, {', '.join(map(str, shape))}) for the "
-                         "observation shape.")
+def _encode(space: spaces.Space, obs: Any) -> np.ndarray:
+    """A batch of ``space``'s observations as ``(n, dim)`` float32 (one-hot for discrete parts)."""
+    if isinstance(space, spaces.Dict):
+        return np.concatenate([_encode(part, obs[key]) for key, part in space.spaces.items()], axis=1)
+    obs = np.asarray(obs)
+    if isinstance(space, spaces.Discrete):
+        return np.eye(int(space.n), dtype=np.float32)[obs.reshape(-1).astype(np.int64) - int(space.start)]
+    if isinstance(space, spaces.MultiDiscrete):
+        flat = obs.reshape(len(obs), -1).astype(np.int64)
+        return np.concatenate([np.eye(n, dtype=np.float32)[flat[:, i]] for i, n in enumerate(_radices(space))], 1)
+    return obs.reshape(len(obs), -1).astype(np.float32)
+
+
+def _decode(space: spaces.Space, flat: np.ndarray) -> Any:
+    """What :func:`_encode` made, back in ``space``'s own form."""
+    if isinstance(space, spaces.Dict):
+        cuts = np.cumsum([SpaceCodec._obs_dim(part, key) for key, part in space.spaces.items()])[:-1]
+        return {key: _decode(part, chunk) for (key, part), chunk in zip(space.spaces.items(), np.split(flat, cuts, 1))}
+    if isinstance(space, spaces.Discrete):
+        return (flat.argmax(1) + int(space.start)).astype(space.dtype)
+    if isinstance(space, spaces.MultiDiscrete):
+        cuts = np.cumsum(_radices(space))[:-1]
+        return np.stack([p.argmax(1) for p in np.split(flat, cuts, axis=1)], 1).astype(space.dtype)
+    return flat.reshape((len(flat), *space.shape)).astype(space.dtype)
 
 
 class CodecWrapper(gym.Wrapper):
@@ -181,18 +220,20 @@ class CodecWrapper(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         obs, info = self.env.reset(**kwargs)
-        return self.codec.encode_obs(np.asarray(obs)[None])[0], info
+        return self.codec.encode_obs(self.codec.batch_of_one(obs))[0], info
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict]:
         native = self.codec.decode_actions(np.asarray([action]))[0]
         obs, reward, terminated, truncated, info = self.env.step(native)
         if (terminated or truncated) and "is_success" in info:
             self.successes.append(bool(info["is_success"]))
-        return self.codec.encode_obs(np.asarray(obs)[None])[0], reward, terminated, truncated, info
+        return self.codec.encode_obs(self.codec.batch_of_one(obs))[0], reward, terminated, truncated, info
 
 
 def space_to_json(space: spaces.Space) -> dict[str, Any]:
-    """A Box, Discrete, MultiDiscrete or MultiBinary space as JSON (what a saved policy records)."""
+    """A Box, Discrete, MultiDiscrete, MultiBinary or Dict space as JSON (what a saved policy records)."""
+    if isinstance(space, spaces.Dict):
+        return {"type": "Dict", "spaces": [[key, space_to_json(part)] for key, part in space.spaces.items()]}
     if isinstance(space, spaces.Box):
         return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "dtype": str(space.dtype)}
     if isinstance(space, spaces.Discrete):
@@ -207,6 +248,8 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
 def space_from_json(data: dict[str, Any]) -> spaces.Space:
     """The space :func:`space_to_json` wrote."""
     kind = data.get("type")
+    if kind == "Dict":
+        return spaces.Dict({key: space_from_json(part) for key, part in data["spaces"]})
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
         return spaces.Box(np.asarray(data["low"], dtype=dtype), np.asarray(data["high"], dtype=dtype), dtype=dtype)

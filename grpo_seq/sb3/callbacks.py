@@ -85,10 +85,10 @@ def rollout_locals(context: np.ndarray, mask: np.ndarray, rewards: np.ndarray, t
     info_at = {int(e): {"episode": {"r": float(r), "l": int(n)}}
                for e, r, n, x in zip(ends, returns, lengths, ended) if x}
     new_obs = np.concatenate([obs[1:], obs[-1:]]) if len(obs) else obs
-    native_obs, native_act = codec.decode_obs(new_obs), codec.decode_actions(act)
+    native_act = codec.decode_actions(act)
     for c in range(len(obs) // n_envs):
         s = slice(c * n_envs, (c + 1) * n_envs)
-        yield {"new_obs": native_obs[s], "rewards": rew[s], "dones": done[s], "actions": native_act[s],
+        yield {"new_obs": codec.decode_obs(new_obs[s]), "rewards": rew[s], "dones": done[s], "actions": native_act[s],
                "infos": [dict(info_at.get(i, {})) for i in range(s.start, s.stop)]}
 
 

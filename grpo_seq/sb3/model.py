@@ -147,9 +147,9 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
                 not issubclass(self.policy_name, GRPOPolicy):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
-        if self.policy_name not in ("MlpPolicy", GRPOPolicy):
-            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy' or an nn.Module class (no CNN or "
-                             "multi-input policies here)")
+        if self.policy_name not in ("MlpPolicy", "MultiInputPolicy", GRPOPolicy):
+            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy', 'MultiInputPolicy' (Dict observations) "
+                             "or an nn.Module class (no CNN policy here)")
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
@@ -335,7 +335,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                 env.successes.clear()
         batch = sampler.last_batch
         if batch is not None and self._source.codec is not None and batch.context.dim() == 3:
-            self._last_obs = self._source.codec.decode_obs(batch.context[:, -1].numpy())[: self.n_envs]
+            self._last_obs = self._source.codec.decode_obs(batch.context[: self.n_envs, -1].numpy())
         return metrics, new
 
     def _progress_bar(self, show: bool, total: int) -> Any:

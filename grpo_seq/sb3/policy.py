@@ -79,10 +79,9 @@ class GRPOPolicy(CategoricalMLPPolicy):
                              "https://github.com/DLR-RM/stable-baselines3/issues/1694 and documentation for more "
                              "information: https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html"
                              "#vecenv-api-vs-gym-api")
-        obs = np.asarray(observation)
+        obs = observation if isinstance(observation, dict) else np.asarray(observation)
         vectorized = self.codec.is_vectorized(obs)
-        batch = obs.reshape((-1, *self.observation_space.shape))
-        return torch.as_tensor(self.codec.encode_obs(batch), device=self.device), vectorized
+        return torch.as_tensor(self.codec.encode_obs(self.codec.as_batch(obs)), device=self.device), vectorized
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False) -> tuple[np.ndarray, Any]:

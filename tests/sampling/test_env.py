@@ -116,9 +116,22 @@ def test_same_seed_same_rollouts_and_new_states_each_call():
     assert not torch.equal(first.context[:, 0], second.context[:, 0])
 
 
-def test_non_discrete_env_is_refused_by_name():
-    with pytest.raises(ValueError, match="Pendulum-v1: actions must be Discrete"):
-        EnvGroupSampler("Pendulum-v1", 1, 2)
+def test_a_composite_action_space_is_refused_by_name():
+    import gymnasium as gym
+
+    from grpo_seq.sampling.env import as_tokens
+
+    class Pair(gym.Env):
+        observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+
+    with pytest.raises(ValueError, match=r"pair: actions must be Discrete, MultiDiscrete, MultiBinary or a Box .*Tuple"):
+        EnvGroupSampler("pair", 1, 2, env_fn=lambda: as_tokens(Pair(), "pair"))
+
+
+def test_a_box_action_env_plays_values_from_its_bins():
+    sampler = EnvGroupSampler("Pendulum-v1", 1, 2, seed=0)
+    assert sampler.num_actions == 11 and sampler.env_list[0].codec.action_nvec == [11]
 
 
 def test_numpy_actor_matches_the_torch_policy():

@@ -32,7 +32,6 @@ FILES = ("test_run", "test_save_load", "test_callbacks", "test_predict", "test_d
 LEFT_OUT = {
     "test_identity.py::test_continuous": "learns the continuous identity, but not always to SB3's threshold (90 of 100) "
                                          "within the test's 1,000 steps at its learning rate of 1e-3",
-    "test_spaces.py::test_float64_action_space": "Dict observations (MultiInputPolicy)",
     "test_run.py::test_ppo_warnings": "PPO's rollout-size check, truncated-minibatch and GPU warnings, on Pendulum",
     "test_save_load.py::test_save_load_policy": "kept for MlpPolicy without gSDE; CnnPolicy and gSDE "
                                                 "(state-dependent exploration of continuous actions) are not here",

@@ -86,6 +86,26 @@ def test_discrete_obs_space(model_class, env):
         kwargs = dict(n_steps=256)
     model_class('MlpPolicy', env, **kwargs).learn(256)
 
+@pytest.mark.parametrize('model_class', [PPO])
+@pytest.mark.parametrize('obs_space', [BOX_SPACE_FLOAT32, BOX_SPACE_FLOAT64, spaces.Dict({'a': BOX_SPACE_FLOAT32, 'b': BOX_SPACE_FLOAT32}), spaces.Dict({'a': BOX_SPACE_FLOAT32, 'b': BOX_SPACE_FLOAT64})])
+@pytest.mark.parametrize('action_space', [BOX_SPACE_FLOAT32, BOX_SPACE_FLOAT64])
+def test_float64_action_space(model_class, obs_space, action_space):
+    env = DummyEnv(obs_space, action_space)
+    env = gym.wrappers.TimeLimit(env, max_episode_steps=200)
+    if isinstance(env.observation_space, spaces.Dict):
+        policy = 'MultiInputPolicy'
+    else:
+        policy = 'MlpPolicy'
+    if model_class in [PPO, A2C]:
+        kwargs = dict(n_steps=64, policy_kwargs=dict(net_arch=[12]))
+    else:
+        kwargs = dict(learning_starts=60, policy_kwargs=dict(net_arch=[12]))
+    model = model_class(policy, env, **kwargs)
+    model.learn(64)
+    initial_obs, _ = env.reset()
+    action, _ = model.predict(initial_obs, deterministic=False)
+    assert action.dtype == env.action_space.dtype
+
 def test_multidim_binary_not_supported():
     env = DummyEnv(BOX_SPACE_FLOAT32, spaces.MultiBinary([2, 3]))
     with pytest.raises(AssertionError, match='Multi-dimensional MultiBinary\\(.*\\) action space is not supported'):

@@ -27,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(condition: Callable[[], Any], deadline: float = 90.0, every: float = 0.05, what: str = "") -> Any:
+def wait_for(condition: Callable[[], Any], deadline: float = 600.0, every: float = 0.05, what: str = "") -> Any:
     """Poll ``condition`` until it returns something true, or fail after ``deadline`` seconds."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
@@ -54,7 +54,7 @@ class Server:
         self.log = open(self.store.parent / f"server-{self.port}.log", "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "grpo_seq.serve", "--port", str(self.port), "--store",
                                       str(self.store), *self.args], env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(self.healthy, 60, what="the service answers /health")
+        wait_for(self.healthy, 600, what="the service answers /health")
         return self
 
     def healthy(self) -> bool:

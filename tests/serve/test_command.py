@@ -34,7 +34,7 @@ def test_without_a_token_set_one_is_generated_and_printed_once(tmp_path):
         assert first.startswith("API token (send it as 'Authorization: Bearer <token>'"), first
         token = first.rsplit(": ", 1)[1].strip()
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
-        wait_for(lambda: _answers(client), 60, what="the service answers /health")
+        wait_for(lambda: _answers(client), 600, what="the service answers /health")
         assert client.get("/jobs", headers={"Authorization": f"Bearer {token}"}).json() == {"jobs": []}
         assert client.get("/jobs", headers={"Authorization": "Bearer x" + token}).status_code == 401
         # a second service on the same store would take the first one's running jobs for dead ones

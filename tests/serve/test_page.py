@@ -29,8 +29,9 @@ def test_the_page_starts_a_job_and_draws_its_curve(server, driver):
 
 
 def test_the_page_without_the_token_shows_the_refusal(server, driver):
-    driver.execute_script("sessionStorage.clear()")
     driver.get(server.url + "/")
+    driver.execute_script("sessionStorage.clear()")  # no token kept from another test
+    driver.refresh()
     driver.find_element("id", "token").send_keys("wrong")
     driver.find_element("id", "token-save").click()
     from selenium.webdriver.support.ui import WebDriverWait
