@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "NO_ANCHORS", "PER_ENV", "per_env"]
+__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "IMAGES", "NO_ANCHORS", "PER_ENV", "per_env"]
 
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
@@ -66,6 +66,11 @@ UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": "no
 # at one state without an explicit group_size (the SB3 door's name for G).
 ALTERNATIVES_GROUPS = 16
 ALTERNATIVES_MAX_DEFAULT_G = 4096
+
+# Image observations (the SB3 door's CnnPolicy), over the env's family: a convolutional torso on
+# pixels diverges at the rates an MLP on a few numbers takes (its ReLUs die), and four members per
+# group give it a signal in more of its groups.
+IMAGES: dict[str, Any] = dict(learning_rate=1e-3, num_generations=4)
 
 PER_ENV = "default: per env family (grpo_seq.envs.defaults)"
 

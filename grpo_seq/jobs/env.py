@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import gymnasium as gym
+import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -39,6 +41,7 @@ from ..errors import ConfigError, require
 from ..scoring.evaluation import PolicyEvaluator, eval_stream_seed
 from ..io.plot import plot_run_if_possible
 from ..policies.actor import make_actor
+from ..policies.image_torso import is_image_shape
 from ..policies.mlp import CategoricalMLPPolicy
 from ..io.record import check_renderer, record_episode
 from ..sampling.alternatives import AlternativesSampler
@@ -97,10 +100,17 @@ def solved_threshold(spec: EnvJob) -> float:
 def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     """The MLP policy; ``spec.obs_scale`` empty means CartPole's thresholds or, for another env,
     what random play seeded with ``spec.seed`` reaches (:func:`rollout_obs_units`: centred on it
-    with ``spec.obs_center``)."""
+    with ``spec.obs_center``). Image observations (a Box of 3 dimensions) get a convolutional
+    torso before the hidden layers, their pixels scaled as Stable-Baselines3's ``CnnPolicy``
+    scales them, and no per-dimension units."""
     env = make_env(spec.env_id, **action_form(spec))
     try:
         obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
+        native = getattr(getattr(env, "codec", None), "obs_space", env.observation_space)
+        if isinstance(native, gym.spaces.Box) and is_image_shape(native.shape):
+            return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes),
+                                        orthogonal_init=spec.orthogonal_init, action_nvec=nvec,
+                                        image_shape=native.shape, image_scale=255.0 if native.dtype == np.uint8 else 1.0)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
         if spec.obs_center or not scale:
             shift, rolled = rollout_obs_units(env, spec.obs_center, seed=spec.seed)

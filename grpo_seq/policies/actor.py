@@ -37,7 +37,7 @@ def make_actor(
 
     Build it again after the policy's weights change: a numpy actor holds a copy of them.
     """
-    if isinstance(policy, NumpyActing):
+    if isinstance(policy, NumpyActing) and getattr(policy, "numpy_acting", True):
         return policy.numpy_actor(rng, greedy=greedy)
     if not callable(getattr(policy, "act", None)):
         raise TypeError(f"{type(policy).__name__} cannot act in an environment: it has neither numpy_actor() nor act()")

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
 from ..math.objective import token_entropy, token_logprobs
+from .image_torso import ImageTorso
 
 __all__ = ["CategoricalMLPPolicy", "action_digits", "join_digits", "factored_logprobs", "factored_entropy"]
 
@@ -84,6 +85,10 @@ class CategoricalMLPPolicy(nn.Module):
         action_nvec: the sizes of a multi-dimensional discrete action, whose product is
             ``num_actions``: a factorised head (module docstring); None: one categorical over
             ``num_actions``.
+        image_shape, image_scale: observations that are images of this shape (flattened), divided
+            by ``image_scale``: a convolutional torso (:class:`~grpo_seq.policies.image_torso.ImageTorso`)
+            before the hidden layers, as Stable-Baselines3's ``CnnPolicy``. Such a policy acts
+            through torch (no numpy snapshot).
     """
 
     # its forward's entropies are differentiable, so LoopConfig.ent_coef can train on them
@@ -94,7 +99,8 @@ class CategoricalMLPPolicy(nn.Module):
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
-                 obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None):
+                 obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None,
+                 image_shape: Sequence[int] | None = None, image_scale: float = 1.0):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -120,12 +126,24 @@ class CategoricalMLPPolicy(nn.Module):
         self.action_nvec = _check_nvec(action_nvec, num_actions)
         if self.action_nvec is not None:  # only then: a one-categorical policy's policy.json is as before
             self.init_kwargs["action_nvec"] = self.action_nvec
+        if image_shape is not None:
+            self.init_kwargs.update(image_shape=[int(d) for d in image_shape], image_scale=float(image_scale))
         # Not in the state dict: it is a constructor argument, saved in policy.json.
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
         self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
         layers: list[nn.Module] = []
         width = obs_dim
+        if image_shape is not None:
+            torso = ImageTorso(image_shape, image_scale)
+            if orthogonal_init:  # SB3 initialises its feature extractor so too
+                for m in torso.modules():
+                    if isinstance(m, (nn.Conv2d, nn.Linear)):
+                        nn.init.orthogonal_(m.weight, gain=math.sqrt(2))
+                        nn.init.zeros_(m.bias)
+            layers.append(torso)
+            width = torso.features
+        self.numpy_acting = image_shape is None  # a numpy snapshot covers linear layers only
         for h in hidden_sizes:
             layer = nn.Linear(width, h)
             if orthogonal_init:
@@ -149,7 +167,7 @@ class CategoricalMLPPolicy(nn.Module):
         return {"activation": kwargs.get("activation"),
                 "obs_scale": [1.0] * dim if scale is None else [float(x) for x in scale],
                 "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift],
-                "action_nvec": kwargs.get("action_nvec")}
+                "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale")}
 
     def logits(self, obs: Tensor) -> Tensor:
         if self.obs_shift is not None:

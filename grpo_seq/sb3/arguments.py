@@ -13,7 +13,7 @@ from typing import Any, Callable
 from torch import nn
 
 from ..loop.config import LoopConfig, token_minibatch_conflict
-from ..envs.defaults import UNREGISTERED, per_env
+from ..envs.defaults import IMAGES, UNREGISTERED, per_env
 from ..errors import UsageError
 from ..jobs.env_spec import EnvJob
 
@@ -73,7 +73,8 @@ def _minibatches(outputs: int, wanted: int) -> int:
 
 
 def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_episode_steps: int,
-                 steps_per_group: int | None, env_id: str | None = None, surface: dict[str, Any] | None = None) -> EnvJob:
+                 steps_per_group: int | None, env_id: str | None = None, surface: dict[str, Any] | None = None,
+                 images: bool = False) -> EnvJob:
     """The env job spec for SB3 arguments ``sb3`` (None where not given) and spec fields ``ours``:
     the env family's defaults of a registered ``env_id`` (CartPole's for an env without one), and
     no evaluation during training unless ``ours`` asks for it (``eval_every``).
@@ -89,7 +90,7 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
                          "the env job spec's; see the argument table in docs/guides/sb3.md)")
     if ours.get("eval_every") and env_id is None:
         raise UsageError("GRPO(eval_every=...): evaluation during learn needs an env with a registered id")
-    kw = {**(per_env(env_id) if env_id else UNREGISTERED), **SURFACE_OWN, "eval_every": 0, **ours,
+    kw = {**(per_env(env_id) if env_id else UNREGISTERED), **(IMAGES if images else {}), **SURFACE_OWN, "eval_every": 0, **ours,
           **(surface or {})}
     if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
         kw.pop("minibatch_tokens", None)

@@ -10,6 +10,7 @@ from collections import deque
 from typing import Any, Callable
 
 import gymnasium as gym
+import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -147,10 +148,11 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
                 not issubclass(self.policy_name, GRPOPolicy):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
-        if self.policy_name not in ("MlpPolicy", "MultiInputPolicy", GRPOPolicy):
-            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy', 'MultiInputPolicy' (Dict observations) "
-                             "or an nn.Module class (no CNN policy here)")
-        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.policy_options(self.policy_kwargs)}
+        if self.policy_name not in ("MlpPolicy", "MultiInputPolicy", "CnnPolicy", GRPOPolicy):
+            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy', 'CnnPolicy' (images), 'MultiInputPolicy' "
+                             "(Dict observations) or an nn.Module class")
+        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **self._image_options(env.observation_space),
+              **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
         flat = isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
@@ -163,6 +165,17 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                                                                      seed=self.seed or 0)
                 copy.close()
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
+
+    def _image_options(self, space: Any) -> dict[str, Any]:
+        """``CnnPolicy``: the image's shape and pixel scale (255 for uint8, as SB3 normalises), and
+        the action head straight on the torso's features (SB3's net_arch for it is empty)."""
+        if self.policy_name != "CnnPolicy":
+            return {}
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+            raise UsageError(f"GRPO(policy='CnnPolicy'): observations must be images (a Box of 3 dimensions: height, "
+                             f"width, channels, or channels first), got {space}; use 'MlpPolicy'")
+        return {"image_shape": list(space.shape), "image_scale": 255.0 if space.dtype == np.uint8 else 1.0,
+                "hidden_sizes": ()}
 
     @property
     def _trainer(self) -> Any:
@@ -202,7 +215,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if self.exploration_bonus is not None:
             surface["exploration_bonus"] = self.exploration_bonus
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                     limit, per_group, _env_id(source), surface)
+                                                     limit, per_group, _env_id(source), surface,
+                                                     images=self.policy_name == "CnnPolicy")
 
     def _episode_limit(self, source: EnvSource | None) -> int:
         """An episode's most steps in training: ``max_episode_steps``, the env's time limit, else

@@ -1,0 +1,75 @@
+"""Image observations through the SB3 door (CnnPolicy): a convolutional torso before the head."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from grpo_seq import GRPO
+from grpo_seq.errors import UsageError
+from grpo_seq.policies.image_torso import ImageTorso
+
+
+class BrightSide(gym.Env):
+    """A 12 x 12 grey image (height, width, channels) with one lit column on the left or the right
+    half; the action that names the half pays 1."""
+
+    observation_space = gym.spaces.Box(0, 255, (12, 12, 1), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.side = int(self.np_random.integers(2))
+        image = np.full((12, 12, 1), 40, np.uint8)
+        image[:, int(self.np_random.integers(6)) + 6 * self.side] = 255
+        return image, {}
+
+    def step(self, action):
+        return np.zeros((12, 12, 1), np.uint8), float(action == self.side), True, False, {}
+
+
+def accuracy(model, episodes=60):
+    env, hits = BrightSide(), 0
+    for s in range(episodes):
+        obs, _ = env.reset(seed=7_000 + s)
+        hits += int(model.predict(obs, deterministic=True)[0] == env.side)
+    return hits / episodes
+
+
+def test_the_torso_reads_a_flat_image_channels_last_as_channels_first():
+    torso = ImageTorso((5, 6, 2), scale=255.0)
+    image = torch.rand(5, 6, 2) * 255
+    conv_in = image.permute(2, 0, 1)[None] / 255.0  # what a channels-first network sees
+    assert torso.conv[0].in_channels == 2 and torso.features == 128  # small images: the MinAtar network
+    torch.testing.assert_close(torso(image.reshape(1, -1)), torso.linear(torso.conv(conv_in)))
+
+
+def test_cnn_policy_learns_from_pixels_saves_and_loads(tmp_path):
+    model = GRPO("CnnPolicy", BrightSide(), seed=0)  # the images defaults: G 4, Adam at 1e-3
+    assert model.policy.init_kwargs["image_scale"] == 255.0 and model.policy.net_arch == []
+    before = accuracy(model)
+    model.learn(600)
+    after = accuracy(model)
+    assert after >= 0.9 and after > before, (before, after)
+    model.save(tmp_path / "m.zip")
+    assert accuracy(GRPO.load(tmp_path / "m.zip")) == after
+
+
+def test_cnn_policy_needs_images():
+    with pytest.raises(UsageError, match=r"CnnPolicy.*must be images"):
+        GRPO("CnnPolicy", "CartPole-v1")
+
+
+def test_the_env_job_gives_an_image_env_a_convolutional_policy(tmp_path):
+    from grpo_seq.jobs.env import make_policy
+    from grpo_seq.jobs.env_spec import EnvJob
+
+    gym.register("BrightSide-v0", entry_point=BrightSide, max_episode_steps=1)
+    try:
+        policy = make_policy(EnvJob(env_id="BrightSide-v0", solved_return=0.9, output_dir=str(tmp_path)))
+    finally:
+        gym.registry.pop("BrightSide-v0")
+    assert policy.init_kwargs["image_shape"] == [12, 12, 1] and policy.init_kwargs["image_scale"] == 255.0
+    assert isinstance(policy.net[0], ImageTorso) and policy.init_kwargs["obs_scale"] is None
