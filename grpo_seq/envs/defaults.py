@@ -51,6 +51,12 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # still improving when a 1M budget's learning rate reached 0.
     "LunarLander-v3": dict(num_generations=2, total_env_steps=2_000_000, eval_every=20_000, **NO_ANCHORS),
 }
+# MinAtar (small-frame Atari, images of 10 x 10): its envs have no time limit of their own; a
+# thousand steps hold a good Breakout or Freeway game, and a group's episodes end together there.
+for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
+    for _version in ("v0", "v1"):
+        ENV_OVERRIDES[f"MinAtar/{_game}-{_version}"] = dict(max_episode_steps=1_000, total_env_steps=1_000_000,
+                                                            eval_every=20_000)
 
 # An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
 # envs are): CartPole's family, with advantages centred only and GiGPO's step groups at anchor

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..math.batch import RolloutBatch
+from .env_packages import register_namespace
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
 from .base import ObsTransform, RandomStreams
@@ -34,10 +35,17 @@ _VECTOR_MIN_ENVS = 8
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """``gym.spec(env_id)``; an unknown id is a :class:`UsageError` naming it (as :func:`make_env`)."""
+    _register(env_id)
     try:
         return gym.spec(env_id)
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
+
+
+def _register(env_id: str) -> None:
+    """An id of a package that registers its envs on request (MinAtar, ALE): registered first."""
+    if isinstance(env_id, str) and "/" in env_id and env_id not in gym.registry:
+        register_namespace(env_id)
 
 
 def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
@@ -51,6 +59,7 @@ def make_env(env_id: str, tokens: bool = True, action_bins: int | None = None,
     """``gym.make(env_id, **kwargs)``, seen as the policy sees it (:func:`as_tokens`, with a
     continuous action's ``action_bins`` and ``action_clip``; ``tokens=False``: as made); an unknown
     id or a missing env package is a :class:`UsageError` naming it."""
+    _register(env_id)
     try:
         env = gym.make(env_id, **kwargs)
     except gym.error.Error as e:
@@ -94,6 +103,7 @@ def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | Non
     """The fastest vector env for ``env_id``, as tokens (:func:`as_tokens`); returns ``(envs,
     shares_state_by_copy)``. An id gymnasium does not know is a :class:`UsageError` naming it."""
     env_kwargs = env_kwargs or {}
+    _register(env_id)
     if env_id in _STATE_COPY_ENVS:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
         return envs, True
