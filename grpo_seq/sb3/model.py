@@ -32,7 +32,7 @@ from .reporting import Reporting
 from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
 from .normalize import ObsNormalizer
-from .schedule import FloatSchedule
+from .schedule import FloatSchedule, clip_schedule
 
 __all__ = ["GRPO"]
 
@@ -126,7 +126,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         cfg = self.config
         self.learning_rate = learning_rate if learning_rate is not None else cfg.learning_rate
         self.lr_schedule = FloatSchedule(self.learning_rate, linear=not callable(learning_rate) and cfg.lr_schedule == "linear")
-        self.clip_range = FloatSchedule(clip_range if clip_range is not None else cfg.epsilon)
+        self.clip_range = clip_schedule(clip_range if clip_range is not None else cfg.epsilon)
         self.gamma, self.n_epochs, self.ent_coef, self.max_grad_norm = cfg.gamma, cfg.mu, cfg.ent_coef, cfg.max_grad_norm
         self.n_steps, self.batch_size = self._sb3["n_steps"], arguments.effective_batch_size(self._sb3)
         self.policy_class = type(self.policy)

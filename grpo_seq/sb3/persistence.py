@@ -16,7 +16,7 @@ from ..policies.mlp import CategoricalMLPPolicy
 from . import arguments, saving
 from .policy import GRPOPolicy
 from ..sampling.spaces import space_to_json
-from .schedule import TabulatedSchedule, tabulate
+from .schedule import schedule_from_json, schedule_to_json, tabulate
 
 __all__ = ["Persistence", "DATA_KEYS"]
 
@@ -41,6 +41,8 @@ def _jsonable(name: str, value: Any) -> Any:
         return {str(k): _jsonable(name, v) for k, v in value.items()}
     if callable(getattr(value, "to_json", None)) and value.to_json() is not None:  # a schedule
         return value.to_json()
+    if schedule_to_json(value) is not None:  # SB3's own schedule classes
+        return schedule_to_json(value)
     if callable(value) and name in SCHEDULES:  # a function of progress: its values, not its code
         return tabulate(value)
     if isinstance(value, type):
@@ -158,9 +160,9 @@ class Persistence:
         options = {**meta["config"], "group_mode": meta["group_mode"], "horizon": meta["horizon"],
                    "max_episode_steps": meta["max_episode_steps"], "seed": meta["seed"],
                    **attributes, **kwargs}
-        for key in SCHEDULES:  # a schedule saved as its values follows them again
-            if isinstance(data.get(key), dict) and ":table:" in data[key] and key not in custom:
-                options[key] = TabulatedSchedule(data[key][":table:"])
+        for key in SCHEDULES:  # a schedule saved as data is made again
+            if isinstance(data.get(key), dict) and {":table:", "constant"} & set(data[key]) and key not in custom:
+                options[key] = schedule_from_json(data[key])
         for key in ("learning_rate", "clip_range", "gamma", "ent_coef", "max_grad_norm", "verbose"):
             if key in custom:
                 options[key] = custom.pop(key)

@@ -30,14 +30,14 @@ FILES = ("test_run", "test_save_load", "test_callbacks", "test_predict", "test_d
 
 # PPO cases left out, and why.
 LEFT_OUT = {
+    "test_save_load.py::test_load_invalid_object": "corrupts the cloudpickle blob SB3 writes for a lambda learning rate; "
+                                                   "GRPO saves no pickle (a schedule is saved as its values), so there is "
+                                                   "no blob to corrupt",
     "test_identity.py::test_continuous": "learns the continuous identity, but not always to SB3's threshold (90 of 100) "
                                          "within the test's 1,000 steps at its learning rate of 1e-3",
     "test_run.py::test_ppo_warnings": "PPO's rollout-size check, truncated-minibatch and GPU warnings, on Pendulum",
     "test_save_load.py::test_save_load_policy": "kept for MlpPolicy without gSDE; CnnPolicy and gSDE "
                                                 "(state-dependent exploration of continuous actions) are not here",
-    "test_save_load.py::test_save_load_backward_compatible": "reads SB3's pickled lambdas (cloudpickle) back",
-    "test_save_load.py::test_load_invalid_object": "edits SB3's pickled learning rate inside the zip's data",
-    "test_save_load.py::test_save_load_clip_range_portable": "checks SB3's pickled schedule classes",
     "test_logger.py::test_sb3_import_without_optional_deps": "imports stable_baselines3 itself, no PPO case",
     "test_save_load.py::test_save_load_env_cnn": "(A2C's case) CnnPolicy on images, with continuous actions",
     "test_logger.py::test_fps_logger": "asserts wall-clock speed (100 frames a second or more with a 1 ms env), "

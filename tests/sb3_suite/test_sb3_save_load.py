@@ -299,6 +299,43 @@ def test_save_load_net_arch_none(tmp_path):
     assert model.policy.net_arch is not None
     os.remove(tmp_path / 'ppo.zip')
 
+@pytest.mark.parametrize('model_class', [PPO])
+def test_save_load_backward_compatible(tmp_path, model_class):
+    """
+    Test that lambdas are working when saving/loading models.
+    See GH#2115
+    """
+    env = DummyVecEnv([lambda: IdentityEnvBox(-1, 1)])
+    model = model_class('MlpPolicy', env, n_steps=64, learning_rate=lambda _: 0.001, clip_range=lambda _: 0.3)
+    model.learn(total_timesteps=100)
+    model.save(tmp_path / 'test_schedule_safe.zip')
+    model = model_class.load(tmp_path / 'test_schedule_safe.zip', env=env)
+    assert model.learning_rate(0) == 0.001
+    assert model.learning_rate.__name__ == '<lambda>'
+    assert isinstance(model.clip_range, FloatSchedule)
+    assert model.clip_range.value_schedule(0) == 0.3
+
+@pytest.mark.parametrize('model_class', [PPO])
+def test_save_load_clip_range_portable(tmp_path, model_class):
+    """
+    Test that models using callable schedule classes (e.g., ConstantSchedule, LinearSchedule)
+    are saved and loaded correctly without segfaults across different machines.
+
+    This ensures that we don't serialize fragile lambda closures.
+    See GH#2115
+    """
+    env = DummyVecEnv([lambda: IdentityEnvBox(-1, 1)])
+    model = model_class('MlpPolicy', env, n_epochs=1, n_steps=64)
+    model.learn(total_timesteps=128)
+    assert isinstance(model.clip_range, FloatSchedule)
+    assert isinstance(model.clip_range.value_schedule, ConstantSchedule)
+    assert model.clip_range.value_schedule.val == 0.2
+    model.save(tmp_path / 'test_schedule_safe.zip')
+    model = model_class.load(tmp_path / 'test_schedule_safe.zip', env=env)
+    assert isinstance(model.clip_range, FloatSchedule)
+    assert isinstance(model.clip_range.value_schedule, ConstantSchedule)
+    assert model.clip_range.value_schedule.val == 0.2
+
 def test_load_bad_zip(tmp_path):
     """Test that loading a non-zip file raises a ValueError."""
     bad_path = tmp_path / 'not_a_zip.zip'
