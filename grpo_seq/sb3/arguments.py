@@ -229,3 +229,18 @@ def action_form(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     kw = policy_kwargs or {}
     clip = kw.get("action_clip")
     return {"action_bins": kw.get("action_bins"), "action_clip": tuple(clip) if clip is not None else None}
+
+
+def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
+    """``CnnPolicy``: the image's shape and pixel scale (255 for uint8, as SB3 normalises), and
+    the action head straight on the torso's features (SB3's net_arch for it is empty)."""
+    import gymnasium as gym
+    import numpy as np
+
+    if policy_name != "CnnPolicy":
+        return {}
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        raise UsageError(f"GRPO(policy='CnnPolicy'): observations must be images (a Box of 3 dimensions: height, "
+                         f"width, channels, or channels first), got {space}; use 'MlpPolicy'")
+    return {"image_shape": list(space.shape), "image_scale": 255.0 if space.dtype == np.uint8 else 1.0,
+            "hidden_sizes": ()}

@@ -10,7 +10,6 @@ from collections import deque
 from typing import Any, Callable
 
 import gymnasium as gym
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
@@ -151,7 +150,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if self.policy_name not in ("MlpPolicy", "MultiInputPolicy", "CnnPolicy", GRPOPolicy):
             raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy', 'CnnPolicy' (images), 'MultiInputPolicy' "
                              "(Dict observations) or an nn.Module class")
-        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **self._image_options(env.observation_space),
+        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space),
               **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
@@ -166,16 +165,6 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                 copy.close()
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
 
-    def _image_options(self, space: Any) -> dict[str, Any]:
-        """``CnnPolicy``: the image's shape and pixel scale (255 for uint8, as SB3 normalises), and
-        the action head straight on the torso's features (SB3's net_arch for it is empty)."""
-        if self.policy_name != "CnnPolicy":
-            return {}
-        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
-            raise UsageError(f"GRPO(policy='CnnPolicy'): observations must be images (a Box of 3 dimensions: height, "
-                             f"width, channels, or channels first), got {space}; use 'MlpPolicy'")
-        return {"image_shape": list(space.shape), "image_scale": 255.0 if space.dtype == np.uint8 else 1.0,
-                "hidden_sizes": ()}
 
     @property
     def _trainer(self) -> Any:
