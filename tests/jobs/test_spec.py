@@ -143,7 +143,7 @@ def test_reading_an_env_spec_loads_no_trainer_and_no_lm_code():
 def test_anchor_steps_are_an_option_of_the_jobs_whose_outputs_have_steps():
     # env rollouts and a text environment's turns have observations to anchor on; one completion has none
     assert spec_from_dict({"kind": "env", "step_advantage_w": 1.0}).step_advantage_w == 1.0
-    assert spec_from_dict({"kind": "text_env", "env_id": "guess_env:Echo-v0", "step_advantage_w": 0.5}).step_advantage_w == 0.5
+    assert spec_from_dict({"kind": "text_env", "env_id": "guess_env:TestEcho-v0", "step_advantage_w": 0.5}).step_advantage_w == 0.5
     with pytest.raises(ConfigError, match="step_advantage_w"):
         spec_from_dict({"kind": "lm", "step_advantage_w": 0.5})
 

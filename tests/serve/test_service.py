@@ -46,7 +46,7 @@ def test_cartpole_trains_to_solved_through_the_api_and_answers_actions(server, t
 
 
 def test_a_continuous_action_job_answers_values_within_its_bounds(server):
-    job = server.train({"env_name": "Pendulum-v1", "total_timesteps": 1600, "model_name": "pendulum", "seed": 0,
+    job = server.train({"env_name": "Pendulum-v1", "total_timesteps": 800, "model_name": "pendulum", "seed": 0,
                         "eval_every": 800, "solved_return": -200, "action_bins": 5})
     assert server.wait_state(job["id"], ("done", "failed"))["state"] == "done"
     obs = [[1.0, 0.0, 0.0], [0.0, 1.0, -3.0], [-1.0, 0.0, 8.0]]

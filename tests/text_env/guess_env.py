@@ -90,4 +90,4 @@ class Echo(Scripted):
         return (reply[:1] or "_"), float(reply.count("a")), self.turn == 2, False, {}
 
 
-gym.register("Echo-v0", entry_point=Echo)
+gym.register("TestEcho-v0", entry_point=Echo)  # "Echo-v0" is the text env guide's own example

@@ -245,7 +245,7 @@ def test_the_step_time_splits_into_generation_and_the_environments_calls(monkeyp
 def test_anchor_states_compare_the_turns_that_answer_the_same_observation():
     # Echo: four members; turn 1 replies "a", "a", "b", "b" (paying 1, 1, 0, 0), so at turn 2 the
     # first two answer the observation "a" and the last two "b"; turn 2 replies pay 1, 0, 1, 1
-    s = sampler("guess_env:Echo-v0", num_generations=4)
+    s = sampler("guess_env:TestEcho-v0", num_generations=4)
     batch = s.sample(ScriptedPolicy(s.tokenizer, [["a$", "a$", "b$", "b$"], ["a$", "c$", "a$", "a$"]]))
     anchor = [[int(batch.step_anchor[i][batch.mask[i] & (batch.step_index[i] == t)][0]) for t in (0, 1)]
               for i in range(4)]
