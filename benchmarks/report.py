@@ -552,40 +552,58 @@ def lm_step_phases() -> tuple[str, list]:
     return text, []
 
 
+def _share(score: float, interval: list[float]) -> str:
+    return f"{100 * score:.1f}% [{100 * interval[0] + 0.0:.1f}, {100 * interval[1] + 0.0:.1f}]"
+
+
+def _difference(d: dict, unit: str = "") -> str:
+    lo, hi = d["interval"]
+    return (f"{100 * d['value'] + 0.0:+.1f}{unit} [{100 * lo + 0.0:+.1f}, {100 * hi + 0.0:+.1f}]"
+            + (" (holds 0)" if d["holds_0"] else ""))
+
+
 def lm_learning_per_minute() -> tuple[str, list]:
-    """Held-out accuracy before and after the same training wall budget, grpo-seq against TRL."""
+    """Held-out accuracy after the same training wall budget, grpo-seq against TRL, over seeds."""
     if not (RESULTS / "lm_learning_per_minute/result.json").is_file():
         return "", []
     d = load("lm_learning_per_minute/result.json")
     st, rows, headline = d["settings"], [], []
-    for r in d["rows"]:
-        task = r["task"].split(":")[0] + (" (easier options)" if ":" in r["task"] else "")
-        cells = {}
-        for system in ("grpo-seq", "trl"):
-            pts = r[system].get("points") or [{"accuracy": float("nan")}]
-            cells[system] = (pts[0]["accuracy"], pts[-1]["accuracy"], r[system].get("steps", 0))
-            rows.append([task, "TRL GRPOTrainer" if system == "trl" else system, fmt(pts[0]["accuracy"]),
-                         fmt(pts[-1]["accuracy"]), f"{100 * (pts[-1]['accuracy'] - pts[0]['accuracy']):+.1f}",
-                         str(r[system].get("steps", 0)), fmt(r[system].get("peak_rss_gib"))])
-        (b, o, n), (tb, t, tn) = cells["grpo-seq"], cells["trl"]
-        headline.append(f"{task}: {fmt(b)} -> {fmt(o)} ({n} steps) against TRL {fmt(tb)} -> {fmt(t)} ({tn} steps)")
-    text = ("## Learning per CPU minute: held-out accuracy after the same wall budget\n\n"
-            f"Each task trains grpo-seq and TRL's GRPOTrainer side by side, started together, one torch thread each, "
-            f"for {float(st['minutes']):g} minutes of training each (the clock paused while a model answers the held-out "
-            f"items), from {st['model']} with the same prompts in the same order, the same reward functions and "
-            f"settings (G = {st['G']}, {st['groups']} prompts a step, lr {st['lr']}, beta {st['beta']}, temperature "
-            f"{st['temperature']}, TRL pinned to grpo-seq's objective). Accuracy: the task's own scorer on "
-            f"{st['eval_n']} held-out items answered greedily (reasoning-gym: items from the held-out generator seed; "
-            "GSM8K: the first problems of dev.jsonl, the correctness reward), before and after; the plot has the "
-            "points between. Steps: optimizer steps taken in the budget.\n\n"
+    for t in d["tasks"]:
+        task, _, options = t["task"].partition(":")
+        ours, trl, diff = t["grpo-seq"], t["trl"], t["difference"]
+        rows.append([f"`{task}`", f"`{options}`" if options else "defaults", len(t["seeds"]), f"{t['minutes']:g}", t["n"],
+                     _share(t["base"]["score"], t["base"]["interval"]), ", ".join(map(str, ours["steps"])),
+                     ", ".join(map(str, trl["steps"])), _share(ours["final"], ours["interval"]),
+                     _share(trl["final"], trl["interval"]), _difference(diff),
+                     ", ".join(f"{100 * v:+.1f}" for v in diff["per_seed"])])
+        headline.append(f"{task}: {100 * ours['final']:.0f}% against {100 * trl['final']:.0f}%, "
+                        f"{_difference(diff, ' points')}")
+    text = ("## Learning per CPU minute: held-out accuracy after the same wall budget as TRL, over seeds\n\n"
+            "Each task and training seed trains grpo-seq (the run `recipes/reasoning_gym.py` makes) and TRL's "
+            "GRPOTrainer side by side, started together, one torch thread each, for the minutes shown of training "
+            "each (the clock paused while a model answers the held-out items), from "
+            f"{st['model']}, both with the recipe's defaults (G = {st['G']}, {st['groups']} prompts a step, lr "
+            f"{st['lr']}, beta {st['beta']}, temperature {st['temperature']}, at most {st['tokens']} new tokens, "
+            f"{st['shots']} worked example; TRL pinned to grpo-seq's objective), the same prompts in the same order "
+            "(the recipe's, seeded by the training seed) and the same reward (the task's scorer, full marks only). "
+            f"Held out: the recipe's {st['eval_n']} items from generator seed task seed + 1,000,003, none a training "
+            "question, answered greedily at 0, half and all of the budget; base: the model before training. Final: "
+            "accuracy at the end of the budget, averaged over the seeds, with its 95% interval over the items (each "
+            "item's score averaged over the seeds: Wilson's interval where those are all 0 or 1, else the normal one); "
+            "grpo-seq minus TRL: per item within each seed, averaged over the seeds, with its 95% interval over the "
+            "items (points; \"holds 0\": no difference shown); per seed: each seed's own difference. Steps: "
+            "training steps each system took in the budget, per seed (grpo-seq's include those where every group "
+            "tied, which take no optimizer step). The record also has Newcombe's interval and McNemar's test over "
+            "all (item, seed) pairs (`tasks[].difference.pooled_pairs`).\n\n"
             + provenance(d["meta"]) + "\n"
-            + table(["task", "system", "before", "after", "points gained", "steps", "peak RSS GiB"], rows)
-            + (f"\n{d['note']}\n" if d.get("note") else "")
-            + "\n" + plot("lm_learning_per_minute", "held-out accuracy against training minutes, both systems"))
-    # one seed on 48 items, where one item is 2 points: no interval, so not a headline (lm_learning's rows are)
-    return text + ("\nOne training seed on 48 items, without intervals: where one item is 2 points, these "
-                   "differences are within noise ([the held-out gains over seeds](#does-the-reasoning-gym-recipe-"
-                   "make-the-model-better-held-out-gains-over-seeds) have intervals).\n"), []
+            + table(["task", "options", "seeds", "minutes", "items", "base", "grpo-seq steps", "TRL steps",
+                     "grpo-seq final [95%]", "TRL final [95%]", "grpo-seq minus TRL, points [95%]", "per seed"], rows)
+            + "\n" + plot("lm_learning_per_minute", "held-out accuracy against training minutes, both systems, "
+                                                    "one line a seed"))
+    head = ["Held-out accuracy after the same training minutes as TRL's GRPOTrainer, side by side on 1 thread "
+            "each, over seeds (grpo-seq minus TRL, 95% intervals)", "TRL GRPOTrainer, the same settings",
+            "; ".join(headline)] if headline else []
+    return text, head
 
 
 def _learning_groups(rows: list[dict]) -> dict[tuple, list[dict]]:
