@@ -232,11 +232,17 @@ def action_form(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
-    """``CnnPolicy``: the image's shape and pixel scale (255 for uint8, as SB3 normalises), and
-    the action head straight on the torso's features (SB3's net_arch for it is empty)."""
+    """The named policy's options: for ``CnnPolicy`` the image's shape and pixel scale (255 for
+    uint8, as SB3 normalises), and the action head straight on the torso's features (SB3's
+    net_arch for it is empty); a name this door does not build is refused."""
     import gymnasium as gym
     import numpy as np
 
+    from .policy import GRPOPolicy
+
+    if policy_name not in ("MlpPolicy", "MultiInputPolicy", "CnnPolicy", GRPOPolicy):
+        raise UsageError(f"GRPO(policy={policy_name!r}): 'MlpPolicy', 'CnnPolicy' (images), 'MultiInputPolicy' "
+                         "(Dict observations) or an nn.Module class")
     if policy_name != "CnnPolicy":
         return {}
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):

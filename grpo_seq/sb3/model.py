@@ -147,9 +147,6 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
                 not issubclass(self.policy_name, GRPOPolicy):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
-        if self.policy_name not in ("MlpPolicy", "MultiInputPolicy", "CnnPolicy", GRPOPolicy):
-            raise UsageError(f"GRPO(policy={self.policy_name!r}): 'MlpPolicy', 'CnnPolicy' (images), 'MultiInputPolicy' "
-                             "(Dict observations) or an nn.Module class")
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space),
               **arguments.policy_options(self.policy_kwargs)}
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
@@ -164,7 +161,6 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                                                                      seed=self.seed or 0)
                 copy.close()
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
-
 
     @property
     def _trainer(self) -> Any:
