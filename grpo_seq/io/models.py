@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import importlib.util
@@ -101,8 +102,6 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
     GGUF weights are dequantised and copied into a plain model built from the same config, so
     the result saves with ``save_pretrained`` like any other.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if dtype not in _DTYPES:
         raise ConfigError(f"--dtype: must be one of {sorted(_DTYPES)}, got {dtype!r}")
     source, gguf = resolve_model(model)
@@ -111,6 +110,36 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
         raise MissingPathError(f"--model {model}: the folder has no config.json, so it holds no saved model; give a "
                                "folder written by save_pretrained (e.g. a run's model/), a hub id, or a .gguf file")
     cache = gguf_cache_dir(Path(source) / gguf) if gguf else None
+    with _one_converter(cache if cache is not None and dtype == "float32" else None):
+        return _load(model, source, gguf, cache, dtype, trust_remote_code)
+
+
+@contextlib.contextmanager
+def _one_converter(cache: Path | None):
+    """Hold a lock beside ``cache`` (none when it is None or already filled), so that processes
+    loading the same GGUF file at once (the ranks of a launch, parallel tests) convert it once:
+    the first converts and keeps the copy, the others wait and then read it. Where no lock can be
+    taken (a read-only folder, no ``fcntl``) each converts, as without the cache."""
+    if cache is None or (cache / "config.json").is_file():
+        yield
+        return
+    try:
+        import fcntl
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(cache.parent / f".{cache.name}.lock", "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
+        yield
+
+
+def _load(model: str, source: str, gguf: str | None, cache: Path | None, dtype: str, trust_remote_code: bool):
+    """:func:`load_model_and_tokenizer` once the source is known: the kept copy when there is one."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     if cache is not None and (cache / "config.json").is_file():
         logger.info("using the dequantised copy of %s kept in %s", gguf, cache)
         source, gguf = str(cache), None

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -30,10 +31,20 @@ def launch(args, tmp_path):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_parameters_identical_across_ranks_after_updates(tmp_path):
-    res = launch(["tests/distributed/ddp_worker.py", str(tmp_path)], tmp_path)
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> Path:
+    """The folder that one launch of ddp_worker.py filled: CartPole, LM and text-env files per rank."""
+    from tiny_lm import save_tiny_lm
+
+    out = tmp_path_factory.mktemp("ddp")
+    model = save_tiny_lm(out / "tiny")
+    res = launch(["tests/distributed/ddp_worker.py", str(out), str(model)], out)
     assert res.returncode == 0, res.stderr[-4000:]
-    r0, r1 = (load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1))
+    return out
+
+
+def test_parameters_identical_across_ranks_after_updates(scenarios):
+    r0, r1 = (load_file(str(scenarios / f"rank{r}.safetensors")) for r in (0, 1))
     assert int(r0["world"]) == 2 == int(r1["world"])
     torch.testing.assert_close(r0["params"], r1["params"], rtol=0, atol=0)
     # each process sampled its own groups: the start states differ between ranks
@@ -78,10 +89,8 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
     assert steps == list(range(1, resumed["iterations"] + 1))
 
 
-def test_language_model_on_two_processes(tmp_path):
-    res = launch(["tests/distributed/ddp_lm_worker.py", str(tmp_path)], tmp_path)
-    assert res.returncode == 0, res.stderr[-4000:]
-    r0, r1 = (json.loads((tmp_path / f"lm_rank{r}.json").read_text()) for r in (0, 1))
+def test_language_model_on_two_processes(scenarios):
+    r0, r1 = (json.loads((scenarios / f"lm_rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == 2 == r1["world"]
     # Gradients accumulated over micro-batches (no_sync) and averaged once: same parameters everywhere.
     torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
@@ -102,13 +111,8 @@ def test_grpo_seq_launch_ends_a_bad_option_as_one_line_with_its_status(tmp_path)
     assert not (tmp_path / "run").exists()
 
 
-def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
-    from tiny_lm import save_tiny_lm
-
-    model = save_tiny_lm(tmp_path / "tiny")
-    res = launch(["tests/distributed/ddp_text_env_worker.py", str(model), str(tmp_path)], tmp_path)
-    assert res.returncode == 0, res.stderr[-4000:]
-    r0, r1 = (json.loads((tmp_path / f"text_env_rank{r}.json").read_text()) for r in (0, 1))
+def test_text_env_job_on_two_processes_keeps_groups_whole(scenarios):
+    r0, r1 = (json.loads((scenarios / f"text_env_rank{r}.json").read_text()) for r in (0, 1))
     assert r0["world"] == 2 == r1["world"] and len(r0["steps"]) == 2 == len(r1["steps"])
     for s0, s1 in zip(r0["steps"], r1["steps"]):
         for s in (s0, s1):
@@ -122,4 +126,4 @@ def test_text_env_job_on_two_processes_keeps_groups_whole(tmp_path):
     both = [s0["reply_tokens"] + s1["reply_tokens"] for s0, s1 in zip(r0["steps"], r1["steps"])]
     assert [s["tokens_total"] for s in r0["steps"]] == list(itertools.accumulate(both))
     torch.testing.assert_close(torch.tensor(r0["params"]), torch.tensor(r1["params"]), rtol=0, atol=0)
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["num_processes"] == 2
+    assert json.loads((scenarios / "run" / "summary.json").read_text())["num_processes"] == 2

@@ -92,6 +92,25 @@ def server(tmp_path_factory) -> Server:
     s.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_job_left_running(request):
+    """After each test on the shared service, the jobs it left running are killed and waited
+    for: else the next test meets them (``--max_jobs`` answering 429, their files changing
+    under a check that nothing was written), whichever order the tests run in, however slow the
+    machine."""
+    yield
+    if "server" not in request.fixturenames:
+        return
+    server = request.getfixturevalue("server")
+    if server.proc is None or server.proc.poll() is not None:
+        return
+    running = [j["id"] for j in server.client.get("/jobs").json()["jobs"] if j["state"] in ("queued", "running")]
+    for job_id in running:
+        server.client.delete(f"/jobs/{job_id}", params={"force": "true"})
+    for job_id in running:
+        server.wait_state(job_id, ("cancelled", "failed", "done"))
+
+
 # CartPole seed 3 solves within about 1,500 env steps (evaluated every 1,000); it stops one evaluation later.
 CARTPOLE = {"env_name": "CartPole-v1", "total_timesteps": 20000, "model_name": "test", "seed": 3, "eval_every": 1000,
             "stop_after_solved": 1}
