@@ -4,12 +4,19 @@
         --seeds 0-2 --minutes 30 --arm defaults
     python benchmarks/lm_learning.py --task spell_backward --seeds 0-2 --minutes 10 \
         --arm lr1e-5 --over '{"learning_rate": 1e-5}'
+    python benchmarks/lm_learning.py --task gsm8k --data_dir ../shared/data/gsm8k --seeds 0-2 --minutes 15
 
 Each run is ``recipes/reasoning_gym.py`` in a process of its own, trained for ``--minutes`` (its
 ``--max_minutes``; ``--max_steps`` only bounds it), then scored on ``--eval_size`` held-out items
 from generator seed ``--task_seed + 1,000,003`` that no training item shares: the base model before
 training and the trained one after, on the same items (``eval_heldout/eval.json``,
 grpo_seq/jobs/heldout.py). ``--over`` gives the arm's options as JSON (any recipe option).
+``--task gsm8k`` runs ``recipes/gsm8k_tiny.py`` instead: trained on ``--data_dir``'s train.jsonl,
+scored on the first ``--eval_size`` problems of its dev.jsonl (held out: GSM8K's own split).
+
+Besides the metric (the recipe's first reward function: correctness), each row compares the base
+and trained models on every reward function the recipe scores (``per_reward``: GSM8K's format as
+well as its correctness), so what moves and what does not is shown with its interval.
 
 Rows are appended to benchmarks/results/lm_learning/result.json, one per (task, options, arm,
 seed): base and trained scores with 95% intervals, the paired difference with its interval and
@@ -44,10 +51,31 @@ def seeds(text: str) -> list[int]:
     return out
 
 
+def recipe(a: argparse.Namespace) -> list[str]:
+    """The recipe and its task options: reasoning-gym's task, or GSM8K's files."""
+    if a.task == "gsm8k":
+        if a.data_dir is None:
+            raise SystemExit("error: --task gsm8k needs --data_dir (a folder with train.jsonl and dev.jsonl)")
+        return [str(ROOT / "recipes" / "gsm8k_tiny.py"), "--dataset", str(a.data_dir / "train.jsonl"),
+                "--eval_dataset", str(a.data_dir / "dev.jsonl")]
+    return [str(ROOT / "recipes" / "reasoning_gym.py"), "--task", a.task, "--task_options", a.task_options,
+            "--task_seed", str(a.task_seed), "--task_size", str(a.task_size)]
+
+
+def per_reward(folder: Path) -> dict:
+    """Base against trained on each reward function the run scored, per held-out item."""
+    from grpo_seq.scoring.heldout import compare
+
+    base, trained = ([json.loads(x) for x in (folder / "eval_heldout" / f"{m}.jsonl").read_text().splitlines() if x.strip()]
+                     for m in ("base", "trained"))
+    names = sorted({name for r in base for name in r.get("rewards", {})})
+    scores = lambda rows, name: [float(r["rewards"].get(name) or 0.0) for r in rows]  # noqa: E731
+    return {name: compare(scores(base, name), scores(trained, name), None) for name in names}
+
+
 def run_one(a: argparse.Namespace, seed: int, folder: Path) -> dict:
     """One recipe run; its held-out figures, steps and seconds."""
-    cmd = [sys.executable, str(ROOT / "recipes" / "reasoning_gym.py"), "--task", a.task, "--task_options", a.task_options,
-           "--task_seed", str(a.task_seed), "--task_size", str(a.task_size), "--seed", str(seed),
+    cmd = [sys.executable, *recipe(a), "--seed", str(seed),
            "--max_steps", str(a.max_steps), "--max_minutes", str(a.minutes), "--eval_size", str(a.eval_size),
            "--torch_threads", str(a.threads), "--log_completions_every", "0", "--save_steps", "0",
            "--output_dir", str(folder), "--overwrite"]
@@ -62,12 +90,13 @@ def run_one(a: argparse.Namespace, seed: int, folder: Path) -> dict:
     summary = json.loads((folder / "summary.json").read_text())
     print(res.stdout.strip().splitlines()[-1], flush=True)
     return {"seconds": round(time.perf_counter() - start, 1), "train_seconds": round(summary["seconds"], 1),
-            "steps": summary["steps"], "heldout": held}
+            "steps": summary["steps"], "heldout": held, "per_reward": per_reward(folder)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", required=True)
+    ap.add_argument("--task", required=True, help="a reasoning-gym task, or gsm8k (with --data_dir)")
+    ap.add_argument("--data_dir", type=Path, default=None, help="--task gsm8k: the folder of train.jsonl and dev.jsonl")
     ap.add_argument("--task_options", default="{}")
     ap.add_argument("--task_seed", type=int, default=0, help="generator seed of the training items")
     ap.add_argument("--task_size", type=int, default=1000)

@@ -650,8 +650,42 @@ def _points(iv: tuple[float, float, float]) -> str:
     return f"{100 * m:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]" + ("" if lo > 0 else " (holds 0)")
 
 
+def _per_reward(runs: list[dict]) -> dict[str, dict]:
+    """Each reward function's base score, trained score averaged over seeds and the gain per item
+    with its interval, for an arm whose runs kept every function's scores (``per_reward``)."""
+    if not all(run.get("per_reward") for run in runs):
+        return {}
+    out = {}
+    for name, first in runs[0]["per_reward"].items():
+        base = first["scores"]["base"]
+        mean_t = [statistics.mean(col) for col in zip(*(run["per_reward"][name]["scores"]["trained"] for run in runs))]
+        out[name] = {"base": statistics.mean(base), "trained": statistics.mean(mean_t),
+                     "gain": items_interval([t - b for t, b in zip(mean_t, base)], base)}
+    return out
+
+
+def _per_reward_table(groups: dict[tuple, list[dict]]) -> tuple[str, list[str]]:
+    """The table of every reward function, base against trained, and its headline parts."""
+    rows, headline = [], []
+    for (task, _, _, arm, minutes), runs in groups.items():
+        fns = _per_reward(runs)
+        for name, f in fns.items():
+            rows.append([f"`{task}`", arm, len(runs), f"{minutes:g}", f"`{name}`", f"{100 * f['base']:.1f}%",
+                         f"{100 * f['trained']:.1f}%", _points(f["gain"])])
+        if fns and task == "gsm8k":
+            headline.append(f"GSM8K, {runs[0]['heldout']['n']} dev problems ({arm} arm, {len(runs)} seeds, {minutes:g} min): "
+                            + "; ".join(f"{name} {100 * f['base']:.0f}% -> {100 * f['trained']:.0f}%, {_points(f['gain'])} points"
+                                        for name, f in fns.items()))
+    if not rows:
+        return "", []
+    return ("\nEvery reward function the recipe scores, the base model against the trained ones on the same items "
+            "(what moves and what does not; gain as above):\n\n"
+            + table(["task", "arm", "seeds", "minutes", "reward function", "base", "trained (mean)", "gain, points [95%]"],
+                    rows)), headline
+
+
 def lm_learning() -> tuple[str, list]:
-    """Held-out gains of the reasoning-gym recipe over seeds, per task and arm (benchmarks/lm_learning.py)."""
+    """Held-out gains of the LM recipes over seeds, per task and arm (benchmarks/lm_learning.py)."""
     if not (RESULTS / "lm_learning/result.json").is_file():
         return "", []
     d = load("lm_learning/result.json")
@@ -667,7 +701,7 @@ def lm_learning() -> tuple[str, list]:
                      f"{' / '.join(str(const[0]).splitlines()):.30} {100 * const[1]:.1f}%" if const else "-",
                      _points(f["over_constant"]) if const else "-"])
         seeds_said = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}"
-        if len(runs) < min(3, most_seeds):  # the headline keeps the arms run over 3 seeds or more
+        if len(runs) < min(3, most_seeds) or task == "gsm8k":  # the headline keeps the arms run over 3 seeds or more
             continue
         headline.append(f"{task} ({arm} arm, {seeds_said}, {f['minutes']:g} min): {100 * f['base']:.0f}% -> "
                         f"{100 * f['trained']:.0f}%, {_points(f['gain'])} points"
@@ -680,14 +714,19 @@ def lm_learning() -> tuple[str, list]:
             "Gain: the trained models' score averaged over seeds minus the base model's, per item, with its 95% "
             "interval over the items (points); per seed: each seed's own difference. Best constant: the one answer "
             "that, given to every item, scores best on them (the majority baseline), and the trained models against "
-            "it. \"holds 0\": the interval holds 0, no gain shown.\n\n"
+            "it. \"holds 0\": the interval holds 0, no gain shown. `gsm8k` rows: `recipes/gsm8k_tiny.py` trained on "
+            "GSM8K's train split and scored on the first problems of its dev split.\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["task", "options", "task seed", "arm", "seeds", "minutes", "steps (median)", "items", "base",
                      "trained (mean)", "gain, points [95%]", "per seed", "best constant", "trained minus it [95%]"],
                     rows))
-    head = ["Held-out accuracy of SmolLM2-135M before and after the reasoning-gym recipe, over seeds (95% intervals)",
-            "the base model; the best constant answer", "; ".join(headline) or "-"] if headline else []
-    return text, head
+    per_fn, gsm8k = _per_reward_table(groups)
+    head = [["Held-out accuracy of SmolLM2-135M before and after the reasoning-gym recipe, over seeds (95% intervals)",
+             "the base model; the best constant answer", "; ".join(headline)]] if headline else []
+    if gsm8k:
+        head.append(["GSM8K held-out correctness and format of SmolLM2-135M before and after `recipes/gsm8k_tiny.py`, "
+                     "over seeds (95% intervals)", "the base model", "; ".join(gsm8k)])
+    return text + per_fn, head
 
 
 TEXT_ENV_CONDITIONS = {"guess": "GuessTheNumber (TextArena)", "gsm8k_calculator": "GSM8K with the calculator",
@@ -798,8 +837,8 @@ def benchmarks_page() -> tuple[str, list]:
         text, head = fn()
         if text:
             parts.append(text)
-        if head:
-            headline.append(head)
+        if head:  # one README row, or (lm_learning) several
+            headline.extend(head if isinstance(head[0], list) else [head])
     page = ("# Benchmarks\n\n" + HEADER
             + "Each section is one record under `benchmarks/results/<benchmark>/`: the JSON holds every run and step, "
               "and its `meta` block the command, date, commit and machine shown here. The scripts need the `bench` "

@@ -374,3 +374,26 @@ def test_minibatch_cost_times_both_scorings_of_the_same_updates(tmp_path):
         assert r["one-step"]["tokens"] == r["masked"]["tokens"]
         assert r["one-step"]["optimizer_steps"] == r["masked"]["optimizer_steps"] >= 2
         assert math.isclose(r["train_ratio"], r["one-step"]["train"] / r["masked"]["train"])
+
+
+def test_lm_learning_compares_every_reward_function_per_item_over_seeds():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+
+    def run(trained_format: list[float]) -> dict:
+        return {"heldout": {"n": 4}, "per_reward": {
+            "correctness": {"scores": {"base": [0.0, 0.0, 0.0, 0.0], "trained": [0.0, 0.0, 0.0, 0.0]}},
+            "format": {"scores": {"base": [0.0, 1.0, 0.0, 0.0], "trained": trained_format}}}}
+
+    fns = report._per_reward([run([1.0, 1.0, 0.0, 0.0]), run([1.0, 1.0, 1.0, 0.0])])
+    # format: per item, trained averaged over seeds (1, 1, 0.5, 0) minus base (0, 1, 0, 0) = (1, 0, 0.5, 0)
+    assert fns["format"]["base"] == 0.25 and fns["format"]["trained"] == 0.625
+    mean, low, high = fns["format"]["gain"]
+    # mean 0.375, sd of (1, 0, 0.5, 0) = 0.4787, half-width 1.96 * 0.4787 / 2 = 0.469
+    assert mean == pytest.approx(0.375) and low == pytest.approx(0.375 - 0.46913, abs=1e-4) and high == pytest.approx(0.75)
+    assert fns["correctness"]["gain"] == (0.0, 0.0, 0.0)  # nothing moved: no interval to speak of
+    # every seed right on all 4: differences (1, 0, 1, 1), mean 0.75, sd 0.5, half-width 1.96 * 0.5 / 2 = 0.49
+    text, headline = report._per_reward_table({("gsm8k", "{}", 0, "defaults", 15.0): [run([1.0] * 4)] * 3})
+    assert "| `gsm8k` | defaults | 3 | 15 | `format` | 25.0% | 100.0% | +75.0 [+26.0, +75.0] |" in text
+    assert headline == ["GSM8K, 4 dev problems (defaults arm, 3 seeds, 15 min): correctness 0% -> 0%, "
+                        "+0.0 [+0.0, +0.0] (holds 0) points; format 25% -> 100%, +75.0 [+26.0, +75.0] points"]
