@@ -1069,7 +1069,43 @@ def experiments_page() -> str:
                    + provenance(d["meta"]) + "\n" + table(head, rows)
                    + (f"\n{FINDINGS[d['id']]}\n" if d["id"] in FINDINGS else "") + pooled_table(questions, d["id"]))
     out.append(SPEED_CHANGES)
+    out += lm_arm_questions()
     return "\n".join(out)
+
+
+def lm_arm_questions() -> list[str]:
+    """One section per LM task whose lm_learning record holds several arms at the same minutes: each
+    arm's held-out gain over the base model, and its difference from the defaults arm per item
+    (each item's score averaged over seeds, paired: the same items for every arm)."""
+    if not (RESULTS / "lm_learning/result.json").is_file():
+        return []
+    d = load("lm_learning/result.json")
+    by_question: dict[tuple, dict[str, list[dict]]] = {}
+    for (task, options, task_seed, arm, minutes), runs in _learning_groups(d["rows"]).items():
+        by_question.setdefault((task, options, task_seed, minutes), {})[arm] = runs
+    out = []
+    for (task, options, task_seed, minutes), arms in by_question.items():
+        if len(arms) < 2 or "defaults" not in arms:
+            continue
+        ref = [statistics.mean(c) for c in zip(*(r["heldout"]["scores"]["trained"] for r in arms["defaults"]))]
+        rows = []
+        for arm, runs in arms.items():
+            f = _over_seeds(runs)
+            mean_t = [statistics.mean(c) for c in zip(*(r["heldout"]["scores"]["trained"] for r in runs))]
+            rows.append([arm, _options(runs[0].get("over") or {}), len(runs), f"{f['steps']:g}", f"{100 * f['trained']:.1f}%",
+                         _points(f["gain"]), "-" if arm == "defaults" else
+                         _points(items_interval([a - b for a, b in zip(mean_t, ref)], [0.0] * len(ref)))])
+        out.append(f"## Which options of the LM recipe learn `{task}` best in {minutes:g} minutes?\n\n"
+                   f"`benchmarks/lm_learning.py` on {task} ({'defaults' if options == '{}' else options}, task seed "
+                   f"{task_seed}): each arm is the recipe with the options shown over its defaults, trained for {minutes:g} "
+                   "minutes per seed, scored on the same held-out items as the base model. Gain: over the base model; "
+                   "against the defaults: the arm's score minus the defaults arm's, per item averaged over seeds, with its "
+                   "95% interval over the items (points; \"holds 0\": no difference shown). "
+                   "[The record](benchmarks.md#does-the-reasoning-gym-recipe-make-the-model-better-held-out-gains-over-seeds) "
+                   "has each seed.\n\n"
+                   + table(["arm", "options", "seeds", "steps (median)", "trained (mean)", "gain over base, points [95%]",
+                            "against the defaults, points [95%]"], rows))
+    return out
 
 
 # -- tables inside the guides -------------------------------------------------------------------
