@@ -14,17 +14,21 @@ __all__ = ["default_obs_scale", "rollout_obs_center", "rollout_obs_range", "roll
 
 
 def default_obs_scale(env: gym.Env | str) -> list[float] | None:
-    """``[x_threshold, 1, theta_threshold, 1]`` for a CartPole-like env, else None (no scaling).
+    """``[x_threshold, 1, theta_threshold, 1]`` for a CartPole-like env (once per frame of a frame
+    stack), else None (no scaling).
 
     Adam moves every weight by about the learning rate, so a pole angle spanning only +-0.21 rad
     needs weights 10x larger than a cart position in +-2.4 m before it steers the policy;
     in threshold units both count alike (docs/experiments.md, "Observation units").
     """
     owned = isinstance(env, str)
-    base = (gym.make(env) if owned else env).unwrapped
+    outer = gym.make(env) if owned else env
+    base = outer.unwrapped
     try:
         if hasattr(base, "x_threshold") and hasattr(base, "theta_threshold_radians"):
-            return [float(base.x_threshold), 1.0, float(base.theta_threshold_radians), 1.0]
+            units = [float(base.x_threshold), 1.0, float(base.theta_threshold_radians), 1.0]
+            stacked = int(np.prod(outer.observation_space.shape)) // len(units)  # a frame stack: the units per frame
+            return units * max(stacked, 1)
         return None
     finally:
         if owned:

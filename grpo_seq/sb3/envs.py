@@ -22,6 +22,7 @@ import gymnasium as gym
 from ..errors import UsageError
 from ..jobs.env import env_name, make_env
 from ..sampling.spaces import CodecWrapper, SpaceCodec
+from .vec_wrappers import per_env_wrappers
 
 __all__ = ["EnvSource", "resolve_env", "as_vec_env"]
 
@@ -30,7 +31,7 @@ __all__ = ["EnvSource", "resolve_env", "as_vec_env"]
 class EnvSource:
     """One user env, and how to make more of it."""
 
-    env: gym.Env  # the user's own (or, from an id, one made for get_env())
+    env: gym.Env  # the user's own (or, from an id, one made for get_env()), with any per-env VecEnv wrappers
     env_id: str | None  # a registered id whose plain make gives the same env (the sampler's fast path)
     make: Callable[[], gym.Env]
     n_envs: int  # of the user's VecEnv: SB3 callbacks count calls per n_envs timesteps
@@ -92,7 +93,7 @@ def _without_monitor(env: gym.Env) -> gym.Env:
 def resolve_env(env: Any, action_bins: int | None = None, action_clip: tuple[float, float] | None = None) -> EnvSource:
     """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv`` (a continuous
     action cut into ``action_bins`` values per dimension)."""
-    vec_env, n_envs, normalizer = None, 1, _vec_normalize(env)
+    vec_env, n_envs, normalizer, wrappers = None, 1, _vec_normalize(env), per_env_wrappers(env)
     if isinstance(env, str):
         env = make_env(env, tokens=False)
     elif hasattr(env, "num_envs") and hasattr(env, "step_async"):  # an SB3 VecEnv
@@ -105,41 +106,47 @@ def resolve_env(env: Any, action_bins: int | None = None, action_clip: tuple[flo
     if not isinstance(env, gym.Env):
         raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
                          f"{type(env).__name__}")
-    codec = SpaceCodec(env.observation_space, env.action_space, env_name(env), action_bins, action_clip)
+    spaces = _wrapped(wrappers, env)  # the observations the user's VecEnv hands predict
+    codec = SpaceCodec(spaces.observation_space, env.action_space, env_name(env), action_bins, action_clip)
     env_id, make, copied = _maker(env)
     objects = None
     if copied:  # no registration makes it again: step the user's own objects rather than copies
         objects = [_without_monitor(e) for e in (getattr(vec_env, "envs", None) or [env])]
+    if wrappers:  # VecFrameStack, VecTransposeImage: the same, per env
+        env_id, unwrapped = None, make
+        make = lambda: _wrapped(wrappers, unwrapped())  # noqa: E731
+        objects = [_wrapped(wrappers, e) for e in objects] if objects else None
     if not codec.identity:  # the sampler's envs see flat observations and token actions
         env_id, plain = None, make
         make = lambda: CodecWrapper(plain(), codec)  # noqa: E731
         objects = [CodecWrapper(e, codec) for e in objects] if objects else None
     limit = env.spec.max_episode_steps if env.spec is not None else None
-    return EnvSource(env=env, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit,
+    return EnvSource(env=spaces, env_id=env_id, make=make, n_envs=n_envs, vec_env=vec_env, codec=codec, time_limit=limit,
                      objects=objects, normalizer=normalizer)
 
 
 def _vec_normalize(env: Any) -> Any:
-    """The ``VecNormalize`` among an SB3 ``VecEnv``'s wrappers (``venv`` chain), or None. A wrapper
-    that changes the observation or action space (``VecFrameStack``, ``VecTransposeImage``) is
-    refused by name: the sampler steps the envs underneath, whose spaces the policy would learn."""
-    found = None
+    """The ``VecNormalize`` among an SB3 ``VecEnv``'s wrappers (``venv`` chain), or None. The
+    sampler normalises the observations of the envs it steps, after the per-env equivalents of the
+    space-changing wrappers (:mod:`.vec_wrappers`), so a ``VecNormalize`` under one of those is refused."""
+    found, changed_by = None, None
     while hasattr(env, "venv") and hasattr(env, "step_async"):
-        name = type(env).__name__
         if "obs_rms" in vars(env) and hasattr(env, "normalize_obs"):  # its own, not forwarded from below
             if found is not None:
                 raise UsageError("GRPO: a VecNormalize inside another VecNormalize; wrap the env in one")
+            if changed_by is not None:
+                raise UsageError(f"GRPO: a VecNormalize inside {changed_by}; put the VecNormalize outside it")
             found = env
-        elif (env.observation_space, env.action_space) != (env.venv.observation_space, env.venv.action_space):
-            raise UsageError(f"GRPO: {name} changes the env's spaces (observations {_shape(env.venv.observation_space)} "
-                             f"-> {_shape(env.observation_space)}); GRPO steps the envs underneath it, so pass them "
-                             "without it")
+        elif env.observation_space != env.venv.observation_space:
+            changed_by = type(env).__name__
         env = env.venv
     return found
 
 
-def _shape(space: Any) -> str:
-    return f"{type(space).__name__}{tuple(space.shape) if getattr(space, 'shape', None) is not None else ''}"
+def _wrapped(wrappers: list, env: gym.Env) -> gym.Env:
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
 
 
 def _from_spec(spec: Any) -> gym.Env:

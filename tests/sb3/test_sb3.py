@@ -344,11 +344,21 @@ def test_a_vec_normalize_env_is_trained_through_and_its_statistics_move_with_the
 
 
 def test_a_vec_env_wrapper_that_changes_the_spaces_is_refused_by_name():
-    from stable_baselines3.common.vec_env import VecFrameStack, VecMonitor, VecNormalize
+    from stable_baselines3.common.vec_env import VecEnvWrapper, VecMonitor, VecNormalize
 
-    stacked = VecFrameStack(DummyVecEnv([lambda: gym.make("CartPole-v1")]), 4)
-    with pytest.raises(UsageError, match=r"VecFrameStack changes the env's spaces \(observations Box\(4,\) -> Box\(16,\)\)"):
-        GRPO("MlpPolicy", stacked)
+    class Doubled(VecEnvWrapper):  # no per-env equivalent (VecFrameStack and VecTransposeImage have one)
+        def __init__(self, venv):
+            super().__init__(venv, observation_space=gym.spaces.Box(-np.inf, np.inf, (8,)))
+
+        def reset(self):
+            return np.tile(self.venv.reset(), 2)
+
+        def step_wait(self):
+            obs, *rest = self.venv.step_wait()
+            return (np.tile(obs, 2), *rest)
+
+    with pytest.raises(UsageError, match=r"Doubled changes the env's spaces \(observations Box\(4,\) -> Box\(8,\)\)"):
+        GRPO("MlpPolicy", Doubled(DummyVecEnv([lambda: gym.make("CartPole-v1")])))
     twice = VecNormalize(VecMonitor(VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))))
     with pytest.raises(UsageError, match="VecNormalize inside another"):
         GRPO("MlpPolicy", twice)

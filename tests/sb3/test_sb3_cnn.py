@@ -73,3 +73,31 @@ def test_the_env_job_gives_an_image_env_a_convolutional_policy(tmp_path):
         gym.registry.pop("BrightSide-v0")
     assert policy.init_kwargs["image_shape"] == [12, 12, 1] and policy.init_kwargs["image_scale"] == 255.0
     assert isinstance(policy.net[0], ImageTorso) and policy.init_kwargs["obs_scale"] is None
+
+
+def test_frame_stacked_and_transposed_images_train_on_what_predict_is_given():
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecTransposeImage
+
+    vec = VecTransposeImage(VecFrameStack(DummyVecEnv([BrightSide]), 3))  # (12, 12, 1) -> (12, 12, 3) -> (3, 12, 12)
+    model = GRPO("CnnPolicy", vec, seed=0)
+    assert model.policy.init_kwargs["image_shape"] == [3, 12, 12]
+    model.learn(600)
+    # the sampler's envs stack and transpose as the user's VecEnv does: its observations are the policy's
+    flat, _ = model._source.make().reset(seed=1)  # what the sampler steps: flattened for the policy
+    first = flat.reshape(3, 12, 12)
+    assert (first[:2] == 0).all() and (first[2] > 0).all()  # zeros before the episode's first frame
+    hits = 0
+    for s in range(60):
+        vec.seed(7_000 + s)
+        obs = vec.reset()
+        side = vec.venv.venv.envs[0].side
+        hits += int(model.predict(obs, deterministic=True)[0][0] == side)
+    assert hits / 60 >= 0.9
+
+
+def test_a_vec_normalize_under_a_frame_stack_is_refused():
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecNormalize
+
+    inner = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    with pytest.raises(UsageError, match="a VecNormalize inside VecFrameStack; put the VecNormalize outside it"):
+        GRPO("MlpPolicy", VecFrameStack(inner, 2))
