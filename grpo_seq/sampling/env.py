@@ -18,6 +18,7 @@ from .branching import StateReservoir, clone_env
 from .novelty import NoveltyBonus
 from .snapshot import env_name
 from .spaces import CodecWrapper, SpaceCodec
+from .start_states import check_same_starts
 from .step_reward import StepRewardFn, apply_step_reward
 
 __all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "as_tokens", "action_nvec", "env_spec", "check_spaces"]
@@ -180,6 +181,8 @@ class EnvGroupSampler(RandomStreams):
             spec = self.env_list[0].spec
             self.env_id = env_id = env_id or env_name(self.env_list[0])
         check_spaces(env_id, obs_space, act_space)
+        if not self._vector and not env_objects:  # fresh envs: their seeded resets must agree (objects run on)
+            check_same_starts(self.env_list[0], self.env_list[1], env_id)
         if branch_prob:  # an env that cannot be copied is refused now, not at the first branch mid-run
             clone_env(self.env_list[0]).close()
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)
