@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grpo_seq"
 # Each layer, lowest first; a module may import its own layer and those below it.
-LAYERS = ["errors", "math", "core", "envs", "jobs", "doors", "package"]
+LAYERS = ["errors", "math", "core", "envs", "agents", "jobs", "doors", "package"]
 DOORS = ("cli", "sb3", "trl", "serve")
 MATH = ("math",)  # grpo_seq/math/: the formulas and the batch
 MAX_FUNCTION_LINES = 60
@@ -34,7 +34,7 @@ def layer(module: str) -> str:
     if module == "grpo_seq":
         return "package"
     top = module.split(".")[1]
-    if top in DOORS or top in ("envs", "jobs", "errors"):
+    if top in DOORS or top in ("envs", "agents", "jobs", "errors"):
         return top
     return "math" if top in MATH else "core"
 

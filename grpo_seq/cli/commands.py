@@ -3,6 +3,7 @@
     grpo-seq train-lm --model MODEL --dataset prompts.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq train-env --env_id CartPole-v1
     grpo-seq train-text-env --model MODEL --env_id textarena:GuessTheNumber-v0
+    grpo-seq train-agent --model MODEL --rollout mypkg.agent:rollout --dataset items.jsonl
     grpo-seq run runs/<run>/config.json --output_dir runs/again   # any job spec file, by its kind
     grpo-seq eval lm --model runs/<run>/model --dataset dev.jsonl --reward_funcs mypkg.rewards:fn
     grpo-seq eval env --policy runs/<run>/policy --env_id CartPole-v1
@@ -44,6 +45,12 @@ def _train_text_env(argv: list[str]) -> None:
     train_text_env(argv)
 
 
+def _train_agent(argv: list[str]) -> None:
+    from .agent import train_agent
+
+    train_agent(argv)
+
+
 def _run(argv: list[str]) -> None:
     """``grpo-seq run SPEC [flags]``: the training program of the spec's kind, with ``--config SPEC``."""
     from ..errors import UsageError
@@ -53,15 +60,15 @@ def _run(argv: list[str]) -> None:
     if argv[:1] in (["-h"], ["--help"]):
         print("usage: grpo-seq run SPEC [options]\n\nRun the job a spec file describes (YAML or JSON; a run "
               "folder's config.json is one)\nwith the training program of its kind (train-env, train-lm, "
-              "train-text-env);\nthe options that follow override the file's. grpo-seq run SPEC --help lists "
-              "them.")
+              "train-text-env, train-agent);\nthe options that follow override the file's. grpo-seq run SPEC --help "
+              "lists them.")
         return
     with cli_errors():
         if not argv or argv[0].startswith("-"):
             raise UsageError("grpo-seq run: give a job spec file first (YAML or JSON: a run folder's config.json is "
                              "one), then any options to override")
         kind = read_mapping(argv[0]).get("kind")
-        programs = {"env": "train-env", "lm": "train-lm", "text_env": "train-text-env"}
+        programs = {"env": "train-env", "lm": "train-lm", "text_env": "train-text-env", "agent": "train-agent"}
         if kind not in programs:
             raise UsageError(f"grpo-seq run {argv[0]}: its 'kind' is {kind!r}; a job spec names one of "
                              f"{sorted(programs)}")
@@ -112,6 +119,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], None]]] = {
     "train-lm": ("train a language model on prompts and reward functions", _train_lm),
     "train-env": ("train a policy on a discrete-action gymnasium env", _train_env),
     "train-text-env": ("train a language model acting over several turns in a text environment", _train_text_env),
+    "train-agent": ("train an agent program that calls the policy through the OpenAI API (the agents extra)",
+                    _train_agent),
     "run": ("run a job spec file (a run folder's config.json repeats that run)", _run),
     "eval lm": ("greedy completions of a dataset, scored by reward functions", _eval_lm),
     "eval env": ("greedy episodes of a saved env policy", _eval_env),

@@ -23,14 +23,15 @@ if TYPE_CHECKING:
     from .env_spec import EnvJob
     from .lm_spec import LMJob
     from .text_env_spec import TextEnvJob
+    from .agent_spec import AgentJob
 
-__all__ = ["EnvJob", "LMJob", "TextEnvJob", "JobSpec", "JobCallbacks", "CallbackList", "Progress", "load_spec", "save_spec",
-           "spec_from_dict", "spec_to_dict", "run_job"]
+__all__ = ["EnvJob", "LMJob", "TextEnvJob", "AgentJob", "JobSpec", "JobCallbacks", "CallbackList", "Progress",
+           "load_spec", "save_spec", "spec_from_dict", "spec_to_dict", "run_job"]
 
-_LAZY = {"EnvJob": ".env_spec", "LMJob": ".lm_spec", "TextEnvJob": ".text_env_spec"}
+_LAZY = {"EnvJob": ".env_spec", "LMJob": ".lm_spec", "TextEnvJob": ".text_env_spec", "AgentJob": ".agent_spec"}
 # kind -> (module, function) that runs a spec of that kind
 _RUNNERS = {"env": (".env", "run_env_job"), "lm": (".lm", "run_lm_job"),
-            "text_env": (".text_env", "run_text_env_job")}
+            "text_env": (".text_env", "run_text_env_job"), "agent": (".agent", "run_agent_job")}
 
 
 def run_job(spec: Any, callbacks: JobCallbacks | list[JobCallbacks] | None = None, **parts: Any) -> dict[str, Any]:

@@ -33,7 +33,7 @@ __all__ = ["JobSpec", "spec_class", "spec_from_dict", "spec_to_dict", "load_spec
 _KINDS: dict[str, type] = {}
 # where each kind's spec class lives, imported on first use: reading an env spec loads no LM code
 _KIND_MODULES = {"env": "grpo_seq.jobs.env_spec", "lm": "grpo_seq.jobs.lm_spec",
-                 "text_env": "grpo_seq.jobs.text_env_spec"}
+                 "text_env": "grpo_seq.jobs.text_env_spec", "agent": "grpo_seq.jobs.agent_spec"}
 
 
 def check_threads(spec: Any, name: str = "torch_threads") -> None:

@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 
+from agent import AgentConfig  # noqa: E402
 from gsm8k_tiny import GSM8KConfig  # noqa: E402
 from text_env import TextEnvConfig  # noqa: E402
 
@@ -28,6 +29,8 @@ RECIPES = {
     "gsm8k_tiny": (GSM8KConfig, "recipes/gsm8k_tiny.py: every option with its default (python recipes/gsm8k_tiny.py --config this.yaml)"),
     "text_env": (TextEnvConfig, "grpo-seq train-text-env and recipes/text_env.py: every option with its default "
                  "(python recipes/text_env.py --config this.yaml)"),
+    "agent": (AgentConfig, "recipes/agent.py (grpo-seq train-agent with the calculator agent's defaults): every option "
+              "with its default (python recipes/agent.py --config this.yaml)"),
 }
 
 

@@ -60,7 +60,7 @@ def test_an_int_where_a_float_is_wanted_is_taken_as_a_float():
     ({"kind": "env", "keep_best": "yes"}, "option 'keep_best' takes bool, got 'yes'"),
     ({"kind": "env", "hidden_sizes": [64, "wide"]}, "option 'hidden_sizes' takes list[int], got [64, 'wide']"),
     ({"kind": "lm", "reward_weights": 1}, "option 'reward_weights' takes list[float] | None, got 1"),
-    ({"kind": "game"}, "spec.json: kind 'game' is not a kind of job; one of ['env', 'lm', 'text_env']"),
+    ({"kind": "game"}, "spec.json: kind 'game' is not a kind of job; one of ['agent', 'env', 'lm', 'text_env']"),
     ({"learning_rate": 0.1}, "spec.json: kind None is not a kind of job"),
     ({"kind": "env", "eval_episodes": 0}, "--eval_episodes: must be >= 1, got 0"),  # the spec's own checks
     ({"kind": "lm", "step_advantage_w": 1.0}, "--step_advantage_w: anchor states are the observations of an episode"),

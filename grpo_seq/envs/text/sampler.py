@@ -40,7 +40,7 @@ from ...io.models import prepare_tokenizer
 from .chat import ChatFormat
 from .contract import checked_reset, checked_step, make_text_env, text_env_name
 
-__all__ = ["TextEnvGroupSampler", "Episode"]
+__all__ = ["TextEnvGroupSampler", "Episode", "episode_tensors"]
 
 
 @dataclass
@@ -79,6 +79,36 @@ class Episode:
 
     def end(self, truncated: bool) -> None:
         self.done, self.truncated = True, truncated
+
+
+def episode_tensors(episodes: list[Episode], pad: int) -> dict[str, torch.Tensor | None]:
+    """A batch's tensors from its episodes: left-padded prompts (``context``, ``prompt_mask``),
+    right-padded conversations (``tokens``; ``mask`` on the model's tokens; each token's turn,
+    reward and sampled log-prob), and ``step_anchor`` (equal observations, equal ids across the
+    batch) where every turn of every episode has its anchor, else None."""
+    B, T = len(episodes), max(1, max(len(e.ids) for e in episodes))
+    P = max(len(e.prompt_ids) for e in episodes)
+    anchored = all(len(e.anchors) > max(e.turn_of, default=-1) for e in episodes)
+    out: dict[str, torch.Tensor | None] = {
+        "tokens": torch.full((B, T), pad, dtype=torch.long), "mask": torch.zeros((B, T), dtype=torch.bool),
+        "step_index": torch.full((B, T), -1, dtype=torch.long), "step_rewards": torch.zeros((B, T)),
+        "logp": torch.zeros((B, T)), "context": torch.full((B, P), pad, dtype=torch.long),
+        "prompt_mask": torch.zeros((B, P), dtype=torch.long),
+        "step_anchor": torch.full((B, T), -1, dtype=torch.long) if anchored else None}
+    keys: dict[str, int] = {}
+    for b, e in enumerate(episodes):
+        n, p = len(e.ids), len(e.prompt_ids)
+        out["tokens"][b, :n] = torch.tensor(e.ids, dtype=torch.long)
+        out["mask"][b, :n] = torch.tensor(e.trained, dtype=torch.bool)
+        out["step_index"][b, :n] = torch.tensor(e.turn_of, dtype=torch.long)
+        out["step_rewards"][b, :n] = torch.tensor(e.token_rewards)
+        out["logp"][b, :n] = torch.tensor(e.logp)
+        out["context"][b, P - p:] = torch.tensor(e.prompt_ids, dtype=torch.long)
+        out["prompt_mask"][b, P - p:] = 1
+        if anchored:
+            ids = [keys.setdefault(key, len(keys)) for key in e.anchors]
+            out["step_anchor"][b, :n] = torch.tensor([ids[k] if k >= 0 else -1 for k in e.turn_of], dtype=torch.long)
+    return out
 
 
 class TextEnvGroupSampler:
@@ -263,29 +293,10 @@ class TextEnvGroupSampler:
 
     def _batch(self, episodes: list[Episode], clock: dict) -> RolloutBatch:
         B, G = len(episodes), self.num_generations
-        T = max(1, max(len(e.ids) for e in episodes))
-        P = max(len(e.prompt_ids) for e in episodes)
-        pad = self.tokenizer.pad_token_id
-        tokens = torch.full((B, T), pad, dtype=torch.long)
-        mask = torch.zeros((B, T), dtype=torch.bool)
-        step_index = torch.full((B, T), -1, dtype=torch.long)
-        step_anchor = torch.full((B, T), -1, dtype=torch.long)
-        keys: dict[str, int] = {}  # equal observations, equal ids, across the batch
-        step_rewards = torch.zeros((B, T))
-        logp = torch.zeros((B, T))
-        context = torch.full((B, P), pad, dtype=torch.long)
-        prompt_mask = torch.zeros((B, P), dtype=torch.long)
-        for b, e in enumerate(episodes):
-            n, p = len(e.ids), len(e.prompt_ids)
-            tokens[b, :n] = torch.tensor(e.ids, dtype=torch.long)
-            mask[b, :n] = torch.tensor(e.trained, dtype=torch.bool)
-            step_index[b, :n] = torch.tensor(e.turn_of, dtype=torch.long)
-            ids = [keys.setdefault(key, len(keys)) for key in e.anchors]
-            step_anchor[b, :n] = torch.tensor([ids[k] if k >= 0 else -1 for k in e.turn_of], dtype=torch.long)
-            step_rewards[b, :n] = torch.tensor(e.token_rewards)
-            logp[b, :n] = torch.tensor(e.logp)
-            context[b, P - p:] = torch.tensor(e.prompt_ids, dtype=torch.long)
-            prompt_mask[b, P - p:] = 1
+        t = episode_tensors(episodes, self.tokenizer.pad_token_id)
+        context, tokens, mask, logp = t["context"], t["tokens"], t["mask"], t["logp"]
+        step_rewards, step_index, step_anchor, prompt_mask = (t[k] for k in ("step_rewards", "step_index", "step_anchor",
+                                                                               "prompt_mask"))
         return RolloutBatch(
             context=context, tokens=tokens, mask=mask, group=torch.arange(B // G).repeat_interleave(G), num_generations=G,
             rewards=torch.tensor([e.total for e in episodes]), step_rewards=step_rewards, step_index=step_index,

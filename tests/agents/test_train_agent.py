@@ -1,0 +1,87 @@
+"""grpo-seq train-agent on a tiny model: an agent program trained by import path writes its run,
+and a broken one stops the run with one line naming it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tiny_lm import save_tiny_lm
+
+from grpo_seq.cli.commands import main
+from grpo_seq.jobs import AgentJob, load_spec
+
+TINY = ["--max_completion_length", "6", "--max_total_tokens", "400", "--num_groups", "2", "--num_generations", "2",
+        "--torch_threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory) -> Path:
+    """A user's folder: a tiny model and a few items (the agents come from agent_programs.py)."""
+    root = tmp_path_factory.mktemp("agent_user")
+    save_tiny_lm(root / "tiny")
+    (root / "items.jsonl").write_text("".join(json.dumps({"question": f"{i} + {i}?"}) + "\n" for i in range(3)))
+    return root
+
+
+def test_train_agent_trains_a_two_call_agent_and_evaluates_it(user, tmp_path):
+    out = tmp_path / "run"
+    main(["train-agent", "--model", str(user / "tiny"), "--rollout", "agent_programs:tool_then_answer",
+          "--dataset", str(user / "items.jsonl"), "--eval_dataset", str(user / "items.jsonl"), "--eval_size", "2",
+          "--max_steps", "2", "--log_completions_every", "1", "--output_dir", str(out), *TINY])
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "step" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert steps[-1]["agent/calls"] == 2 and "agent/first_length" in steps[-1] and "reward/rollout" in steps[-1]
+    conversation = json.loads((out / "completions" / "step_0001.jsonl").read_text().splitlines()[0])["conversation"]
+    assert [(m["role"], m["trained"]) for m in conversation] == [("assistant", True), ("tool", False),
+                                                                  ("assistant", True)]
+    heldout = json.loads((out / "eval_heldout" / "eval.json").read_text())
+    assert heldout["before"]["items"] == heldout["after"]["items"] == 2 and "after_minus_before" in heldout
+    assert len((out / "eval_heldout" / "after.jsonl").read_text().splitlines()) == 2
+    spec = load_spec(out / "config.json")
+    assert isinstance(spec, AgentJob) and spec.rollout == "agent_programs:tool_then_answer"
+    assert (out / "model" / "config.json").exists()
+    # the run folder's spec repeats the run by its kind; a resume goes on from the checkpoint
+    main(["run", str(out / "config.json"), "--output_dir", str(tmp_path / "again"), "--max_steps", "1",
+          "--eval_size", "0"])
+    assert json.loads((tmp_path / "again" / "summary.json").read_text())["steps"] == 1
+    main(["train-agent", "--config", str(out / "config.json"), "--resume_from", str(out), "--max_steps", "3"])
+    resumed = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in resumed if "step" in r] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("rollout, words", [
+    ("agent_programs:nowhere", "--rollout agent_programs:nowhere: 'agent_programs' has no attribute 'nowhere'"),
+    ("agent_programs:hangs", "rollout agent_programs:hangs on item ITEMS line 1: did not end within --rollout_timeout "
+                             "0.5 s"),
+    ("agent_programs:says_great", "rollout agent_programs:says_great on item ITEMS line 1: returned 'great'"),
+    ("agent_programs:never_calls",
+     "rollout agent_programs:never_calls on item ITEMS line 1: never called the endpoint"),
+    ("agent_programs:crashes", "rollout agent_programs:crashes on item ITEMS line 1: raised RuntimeError: the tool "
+                               "server is down"),
+])
+def test_a_broken_agent_is_one_error_line_and_exit_2(user, tmp_path, capsys, rollout, words):
+    items = user / "items.jsonl"
+    with pytest.raises(SystemExit) as stopped:
+        main(["train-agent", "--model", str(user / "tiny"), "--rollout", rollout, "--dataset", str(items),
+              "--max_steps", "1", "--shuffle_prompts", "false", "--output_dir", str(tmp_path / "run"), *TINY,
+              *(["--rollout_timeout", "0.5"] if rollout.endswith("hangs") else [])])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2
+    assert err[-1].startswith("error: " + words.replace("ITEMS", str(items))), err
+    assert sum(line.startswith("error:") for line in err) == 1
+
+
+def test_drop_failed_groups_draws_another_item_in_a_failed_groups_place(user, tmp_path):
+    out = tmp_path / "run"
+    # items in file order: step 1 draws "0 + 0?" and "1 + 1?"; the second's group fails and "2 + 2?" replaces it
+    main(["train-agent", "--model", str(user / "tiny"), "--rollout", "agent_programs:fails_on_ones",
+          "--dataset", str(user / "items.jsonl"), "--max_steps", "1", "--shuffle_prompts", "false",
+          "--drop_failed_groups", "true", "--log_completions_every", "1", "--output_dir", str(out), *TINY])
+    step = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"step"' in line][0]
+    assert step["agent/dropped_groups"] == 1 and step["agent/calls"] == 1
+    logged = (out / "completions" / "step_0001.jsonl").read_text().splitlines()
+    prompts = [json.loads(line)["prompt"] for line in logged]
+    assert [p[0]["content"] for p in prompts] == ["0 + 0?", "0 + 0?", "2 + 2?", "2 + 2?"]
