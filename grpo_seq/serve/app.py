@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..jobs.spec import load_spec
+from .chat import auth_refusal, chat_routes
 from .config import ServeConfig
 from .jobs import ACTIVE, JobManager
 from .models import ModelCache, register, summary_of
@@ -49,7 +50,7 @@ class Service:
         self.cfg = cfg
         self.store = Store(cfg.store)
         self.jobs = JobManager(self.store, cfg.max_jobs, on_done=lambda record: register(self.store, record))
-        self.models = ModelCache(self.store)
+        self.models = ModelCache(self.store, cfg.max_loaded_models)
         self.starting = threading.Lock()  # a count of running jobs and a start, as one step
 
     def record(self, job_id: str) -> dict[str, Any]:
@@ -148,8 +149,9 @@ class TokenCheck:
             reason = self.refusal(scope["headers"])
             if reason is not None and scope["type"] == "websocket":  # none is served; refused all the same
                 return await send({"type": "websocket.close", "code": 1008})
-            if reason is not None:
-                return await _refusal(401, reason)(scope, receive, send)
+            if reason is not None:  # under /v1/ (OpenAI's routes): in OpenAI's error shape
+                refusal = auth_refusal(reason) if scope["path"].startswith("/v1/") else _refusal(401, reason)
+                return await refusal(scope, receive, send)
         await self.app(scope, receive, send)
 
     def refusal(self, headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -193,6 +195,7 @@ def create_app(cfg: ServeConfig, token: str) -> FastAPI:
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)  # added last: outermost, checked first
     router = APIRouter()
     _inference_routes(router, service)  # routes are matched in order: the busiest first
+    chat_routes(router, service)  # /v1/chat/completions and /v1/models, OpenAI's shapes
     _job_routes(router, service)
     app.include_router(router)
     _public_routes(app)

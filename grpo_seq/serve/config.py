@@ -35,6 +35,9 @@ class ServeConfig:
     max_batch: int = field(default=4096, metadata={"help": "Most observations in one inference request."})
     max_new_tokens: int = field(default=512, metadata={
         "help": "Most new tokens one language-model completion may ask for, and a job's max_completion_length."})
+    max_loaded_models: int = field(default=4, metadata={
+        "help": "Most models kept loaded for inference (/inference, /v1/chat/completions); the least recently used "
+                "beyond it is let go and loaded again when next asked for."})
     max_policy_params: int = field(default=10_000_000, metadata={
         "help": "Most parameters of an env job's policy network (hidden_sizes with the env's observation and action "
                 "sizes): 10M float32 weights and Adam's two moments take about 120 MB."})
@@ -48,8 +51,8 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_jobs", "max_body_bytes", "max_env_steps", "max_lm_steps", "max_batch", "max_new_tokens",
-                     "max_policy_params", "max_outputs_per_step", "max_checkpoints", "min_save_steps",
-                     "max_eval_episodes"):
+                     "max_loaded_models", "max_policy_params", "max_outputs_per_step", "max_checkpoints",
+                     "min_save_steps", "max_eval_episodes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name}: must be >= 1, got {getattr(self, name)!r}")
         if not 0 <= self.port <= 65535:

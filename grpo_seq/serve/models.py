@@ -1,5 +1,6 @@
 """The service's models: a finished job's model recorded in the store (:func:`register`), and
-loaded once for inference, then kept (:class:`ModelCache`)."""
+loaded once for inference, then kept, the most recently used ``--max_loaded_models`` of them
+(:class:`ModelCache`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -84,15 +86,42 @@ class _LMModel:
                                       pad_token_id=self.tokenizer.pad_token_id)
             return self.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
 
+    def chat(self, prompt: list[int], n: int, max_new_tokens: int,
+             sampling: dict[str, Any]) -> list[tuple[list[int], bool]]:
+        """``n`` completions of the prompt ids, greedy or as ``sampling`` says (``do_sample``,
+        ``temperature``, ``top_p``): each its ids up to its first end-of-turn token, and whether it
+        ended there. The prompt and ``max_new_tokens`` must fit the context (checked here, before
+        the lock)."""
+        import torch
+
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        if context is not None and len(prompt) + max_new_tokens > context:
+            raise RequestError(400, f"messages: {len(prompt):,} tokens, and max_tokens {max_new_tokens} would pass "
+                               f"this model's context of {context:,} tokens; send fewer or ask for fewer tokens")
+        eos = self.tokenizer.eos_token_id
+        ids = torch.tensor([prompt])
+        with self.lock, torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                      num_return_sequences=n, pad_token_id=self.tokenizer.pad_token_id,
+                                      eos_token_id=eos, **sampling)
+        rows = []
+        for row in out[:, len(prompt):].tolist():
+            k = row.index(eos) + 1 if eos in row else len(row)
+            rows.append((row[:k], eos in row))
+        return rows
+
 
 class ModelCache:
     """Models by name, each loaded on its first request and kept until its record changes (a
-    resumed job registers a newer model under the same name)."""
+    resumed job registers a newer model under the same name), or until ``max_loaded`` others
+    have been used since (the least recently used is let go: a language model's weights are
+    memory)."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, store: Store, max_loaded: int = 4):
+        self.store, self.max_loaded = store, max_loaded
         self.lock = threading.Lock()
-        self.loaded: dict[str, tuple[float, str, Any]] = {}  # name -> (its record's mtime, the record's path, model)
+        # name -> (its record's mtime, the record's path, model), least recently used first
+        self.loaded: OrderedDict[str, tuple[float, str, Any]] = OrderedDict()
 
     def _stamp(self, name: Any) -> float:
         """The modification time of ``name``'s record; 404 for a name the store lacks."""
@@ -110,9 +139,12 @@ class ModelCache:
         if hit is None:
             return None
         try:
-            return hit[2] if os.stat(hit[1]).st_mtime == hit[0] else None
-        except OSError:  # the record is gone: get() says so
+            if os.stat(hit[1]).st_mtime != hit[0]:
+                return None
+            self.loaded.move_to_end(name)
+        except (OSError, KeyError):  # the record is gone (get() says so), or let go meanwhile
             return None
+        return hit[2]
 
     def get(self, name: Any) -> tuple[dict[str, Any], Any]:
         """The model ``name``'s record and its loaded model, loading it when it is not current."""
@@ -128,4 +160,7 @@ class ModelCache:
                                        "again, or resume its job if that folder is back")
                 model = _EnvModel(entry) if entry["kind"] == "env" else _LMModel(entry["path"])
                 hit = self.loaded[name] = (stamp, str(self.store.model_path(name)), (entry, model))
+            self.loaded.move_to_end(name)
+            while len(self.loaded) > self.max_loaded:
+                self.loaded.popitem(last=False)
         return hit[2]
