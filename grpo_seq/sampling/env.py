@@ -181,8 +181,7 @@ class EnvGroupSampler(RandomStreams):
             spec = self.env_list[0].spec
             self.env_id = env_id = env_id or env_name(self.env_list[0])
         check_spaces(env_id, obs_space, act_space)
-        if not self._vector and not env_objects:  # fresh envs: their seeded resets must agree (objects run on)
-            check_same_starts(self.env_list[0], self.env_list[1], env_id)
+        check_same_starts(None if self._vector or env_objects else self.env_list, env_id)  # objects run on: unchecked
         if branch_prob:  # an env that cannot be copied is refused now, not at the first branch mid-run
             clone_env(self.env_list[0]).close()
         self.obs_dim, self.num_actions = obs_space.shape[0], int(act_space.n)

@@ -30,10 +30,13 @@ def same_start(a: Any, b: Any) -> bool:
     return np.array_equal(np.asarray(a), np.asarray(b))
 
 
-def check_same_starts(first: gym.Env, second: gym.Env, name: str) -> bool:
-    """Reset two fresh envs with one seed; warn, naming the env, when their observations differ."""
-    a, _ = first.reset(seed=CHECK_SEED)
-    b, _ = second.reset(seed=CHECK_SEED)
+def check_same_starts(envs: list[gym.Env] | None, name: str) -> bool:
+    """Reset the first two of ``envs`` (fresh ones; None: nothing to check) with one seed; warn,
+    naming the env, when their observations differ."""
+    if envs is None:
+        return True
+    a, _ = envs[0].reset(seed=CHECK_SEED)
+    b, _ = envs[1].reset(seed=CHECK_SEED)
     if same_start(a, b):
         return True
     warnings.warn(f"{name}: two resets with the same seed gave different observations, so the members of a group do "
