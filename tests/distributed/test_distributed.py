@@ -56,18 +56,16 @@ def test_parameters_identical_across_ranks_after_updates(scenarios):
     assert torch.isfinite(r0["entropy"]).all() and torch.equal(r0["entropy"], r1["entropy"])
 
 
-def test_cartpole_recipe_on_two_processes(tmp_path):
-    # Minibatches of env steps: each process has its own episodes, so its own count of steps; both
-    # cut them into the same number of minibatches (from the steps of both), or one would wait for
-    # the other's all-reduce until the timeout.
-    res = launch(["recipes/cartpole.py", "--total_env_steps", "4000", "--eval_every", "2000", "--minibatch_tokens", "64",
-                  "--num_groups", "2", "--num_generations", "4", "--output_dir", str(tmp_path)], tmp_path)
-    assert res.returncode == 0, res.stderr[-4000:]
-    summary = json.loads((tmp_path / "summary.json").read_text())
+def test_cartpole_recipe_on_two_processes(scenarios):
+    # ddp_recipe.py: the recipe as launched, with minibatches of env steps. Each process has its own
+    # episodes, so its own count of steps; both cut them into the same number of minibatches (from
+    # the steps of both), or one would wait for the other's all-reduce until the timeout.
+    run = scenarios / "recipe"
+    summary = json.loads((run / "first_summary.json").read_text())
     assert summary["num_processes"] == 2
     assert 4000 - 16 < summary["env_steps"] <= 4000  # never past the budget
     # rewards and lengths are gathered from both ranks: 2 processes x 2 groups x 4 episodes = 16
-    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (run / "first_metrics.jsonl").read_text().splitlines()]
     train = [r for r in rows if "reward/mean" in r]
     prev = 0
     for r in train:
@@ -76,16 +74,12 @@ def test_cartpole_recipe_on_two_processes(tmp_path):
         prev = r["perf/tokens_total"]
     assert max(r["perf/optimizer_steps"] for r in train) > 1  # the steps of a batch were cut
 
-    # The final checkpoint holds each rank's RNG streams and sampler position; both ranks resume from it.
-    (ckpt,) = (tmp_path / "checkpoints").iterdir()
-    assert {"rng_state_0.json", "rng_state_1.json"} <= {p.name for p in ckpt.iterdir()}
+    # The final checkpoint holds each rank's RNG streams and sampler position; both ranks resumed from it.
+    assert {"rng_state_0.json", "rng_state_1.json"} <= set(json.loads((run / "first_checkpoint.json").read_text()))
     more = summary["env_steps"] + 2000
-    res = launch(["recipes/cartpole.py", "--total_env_steps", str(more), "--eval_every", "2000", "--num_groups", "2",
-                  "--num_generations", "4", "--minibatch_tokens", "64", "--resume_from", str(tmp_path)], tmp_path)
-    assert res.returncode == 0, res.stderr[-4000:]
-    resumed = json.loads((tmp_path / "summary.json").read_text())
+    resumed = json.loads((run / "summary.json").read_text())
     assert more - 16 < resumed["env_steps"] <= more and resumed["iterations"] > summary["iterations"]
-    steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if "reward/mean" in x]
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines() if "reward/mean" in x]
     assert steps == list(range(1, resumed["iterations"] + 1))
 
 
