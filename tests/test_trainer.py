@@ -341,6 +341,16 @@ def test_weights_holding_nan_are_never_saved(tmp_path):
     assert not (tmp_path / "policy").exists() and not (tmp_path / "checkpoints").exists()
 
 
+def test_finite_weights_whose_sum_overflows_are_saved(tmp_path):
+    trainer = make_trainer(tmp_path)
+    with torch.no_grad():
+        first = next(trainer.policy.parameters())
+        first[0, :2] = 3e38  # each finite, their float32 sum inf
+    assert not torch.isfinite(first.sum())
+    trainer.save()
+    assert (tmp_path / "policy").exists()
+
+
 def test_a_folder_holding_another_run_is_refused_and_overwrite_replaces_it(tmp_path):
     from grpo_seq.errors import RunDirError
 

@@ -139,7 +139,10 @@ class WeightGuard:
         if self.diverged_at is not None:
             raise DivergedError(f"not saving {target}: the policy's weights diverged at step {self.diverged_at}; "
                                 "the last checkpoint before it holds the last sane ones")
-        bad = [name for name, p in policy.named_parameters() if not bool(torch.isfinite(p).all())]
+        # a finite sum has no NaN or inf in it (either would carry into the sum), and costs no copy
+        # of the weights; a sum that is not finite may be an overflow of finite ones: then each one
+        bad = [name for name, p in policy.named_parameters()
+               if not bool(torch.isfinite(p.detach().sum())) and not bool(torch.isfinite(p).all())]
         if bad:
             raise NonFiniteError(f"not saving {target}: the policy's weights hold NaN or inf ({', '.join(bad[:3])}"
                                  f"{', ...' if len(bad) > 3 else ''}); the last checkpoint holds the last finite ones")
