@@ -4,7 +4,8 @@
     python benchmarks/soak.py --runs cartpole --minutes 1 --interval 1    # a quick look
 
 Each run is a recipe in its own process with an endless budget; every `--interval` seconds this
-script reads the process's resident set size (VmRSS in /proc, so Linux only). After the
+script reads the process's resident set size (VmRSS in /proc, so Linux only). The run's time
+counts from its first training row (metrics.jsonl), however long it took to start. After the
 run's time it sends SIGTERM, which also checks that the recipe then checkpoints and exits
 (status 143). Reported per run: RSS at the end of warm-up (the first `--warmup` fraction of
 the time), the largest and last RSS after it, and the growth after warm-up as a least-squares
@@ -62,6 +63,11 @@ def soak(name: str, cmd: list[str], seconds: float, interval: float, warmup: flo
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, text=True)
+    metrics = Path(cmd[cmd.index("--output_dir") + 1]) / "metrics.jsonl"
+    # the clock starts at the first training row, however long the start took on a busy machine:
+    # the soak measures a run that trains, and a SIGTERM then meets the run's own handler
+    while proc.poll() is None and not _trained(metrics):
+        time.sleep(interval)
     t0 = time.monotonic()
     samples: list[tuple[float, float]] = []
     while (t := time.monotonic() - t0) < seconds and proc.poll() is None:
@@ -77,9 +83,17 @@ def soak(name: str, cmd: list[str], seconds: float, interval: float, warmup: flo
     except subprocess.TimeoutExpired:
         proc.kill()
         status = proc.wait()
-    steps = sum(1 for ln in (Path(cmd[cmd.index("--output_dir") + 1]) / "metrics.jsonl").open() if "reward/mean" in ln)
+    steps = sum(1 for ln in metrics.open() if "reward/mean" in ln)
     return {"name": name, "command": cmd, "seconds": seconds, "exit_status_after_sigterm": status,
             "training_steps": steps, "samples": samples, **figures(samples, seconds * warmup)}
+
+
+def _trained(metrics: Path) -> bool:
+    """Whether the run has written a training row yet."""
+    try:
+        return "reward/mean" in metrics.read_text()
+    except FileNotFoundError:
+        return False
 
 
 def figures(samples: list[tuple[float, float]], warm_until: float) -> dict:
