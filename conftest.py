@@ -162,12 +162,18 @@ pytest_collect_file = Sybil(
 # (they run in order, in one namespace), and the tests that share a module-, class- or
 # session-scoped fixture of the project's (built once per worker that runs them).
 _SHARED_SCOPES = ("module", "class", "package", "session")
+# Session fixtures that start a service and train through it (tests/serve/conftest.py): every test
+# using one goes to the same worker, so the service starts, and its CartPole trains, once a suite.
+_ONE_PER_SUITE = {"server": "tests/serve"}
 
 
 def _together(item: pytest.Item) -> str | None:
     if item.path.suffix != ".py":
         return item.nodeid.split("::")[0]  # a page of examples
     info = getattr(item, "_fixtureinfo", None)
+    shared = [name for name in _ONE_PER_SUITE if info and name in info.names_closure]
+    if shared:
+        return _ONE_PER_SUITE[shared[0]]
     for defs in (info.name2fixturedefs.values() if info else ()):
         fixture = defs[-1]
         if fixture.scope in _SHARED_SCOPES and not fixture.func.__module__.startswith(("_pytest", "xdist")):

@@ -32,7 +32,7 @@ def test_each_kind_of_job_is_capped(monkeypatch):
     assert lm.save_optimizer is False  # a checkpoint's Adam state is twice the weights on disk
     ev = EvalLMConfig(limit=0, max_new_tokens=256)
     shrink(ev, "eval_lm")
-    assert (ev.limit, ev.max_new_tokens) == (4, 8)
+    assert (ev.limit, ev.max_new_tokens) == (2, 8)
     assert cap_env_steps(25_000) == 2_000
 
 

@@ -17,9 +17,9 @@ QUICK_ENV = "GRPO_SEQ_QUICK"
 # per kind of job: the options capped, and their caps
 _CAPS: dict[str, dict[str, int]] = {
     "env": {"total_env_steps": 2_000, "eval_every": 1_000, "eval_episodes": 2},
-    "lm": {"max_steps": 1, "max_completion_length": 8, "num_generations": 2, "num_groups": 1, "eval_size": 4,
+    "lm": {"max_steps": 1, "max_completion_length": 8, "num_generations": 2, "num_groups": 1, "eval_size": 2,
            "eval_max_new_tokens": 8},
-    "eval_lm": {"max_new_tokens": 8, "limit": 4},  # limit 0 means every row: capped too
+    "eval_lm": {"max_new_tokens": 8, "limit": 2},  # limit 0 means every row: capped too
 }
 # per kind of job: options turned off (an LM checkpoint's Adam state is twice the weights on disk)
 _OFF: dict[str, tuple[str, ...]] = {"lm": ("save_optimizer",)}

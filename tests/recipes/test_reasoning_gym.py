@@ -131,10 +131,10 @@ def test_the_recipe_trains_a_step_and_scores_held_out_items(tmp_path, tiny_model
     assert json.loads(config["dataset_config"]) == {**EASY, "seed": 0, "size": 50, "shots": 1}
     assert "reward/basic_arithmetic" in json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     held_out = json.loads((out / "eval_heldout" / "eval.json").read_text())
-    assert held_out["n"] == 4 and held_out["metric"] == "basic_arithmetic"  # GRPO_SEQ_QUICK: 4 items
+    assert held_out["n"] == 2 and held_out["metric"] == "basic_arithmetic"  # GRPO_SEQ_QUICK: 2 items
     assert {"base", "trained", "trained_minus_base", "best_constant", "trained_minus_constant"} <= set(held_out)
     assert json.loads((out / "summary.json").read_text())["heldout"] == held_out
-    assert res.stdout.strip().splitlines()[-1].startswith("held-out, 4 items (basic_arithmetic): base ")
+    assert res.stdout.strip().splitlines()[-1].startswith("held-out, 2 items (basic_arithmetic): base ")
     bad = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "leg_countin"])
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()]
     assert bad.stderr.startswith("error: --task: no reasoning-gym task 'leg_countin' (did you mean leg_counting")
