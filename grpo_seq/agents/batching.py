@@ -2,9 +2,12 @@
 
 A request thread queues its call and takes the generation lock. Whoever gets the lock first takes
 every call queued by then and generates them as one batch (:func:`generate_rows`), one row per
-choice, prompts left-padded; the others find theirs done when the lock comes to them. Nothing
-waits for a batch to fill: a call alone is generated alone, at once. Calls that sample differently
-(a greedy ``/v1`` call beside a rollout's) go in batches of their own.
+choice, prompts left-padded; the others find theirs done when the lock comes to them. Concurrent
+rollouts send their calls a few milliseconds apart, so before it takes the queue the lock holder
+waits for the calls of the other open rollouts while they keep arriving: until every open rollout
+has a call queued, or ``quiet`` seconds pass with no new call (a rollout running a tool, or one
+that has ended). A call alone, with no other rollout open, is generated at once. Calls that sample
+differently (a greedy ``/v1`` call beside a rollout's) go in batches of their own.
 
 Each row is cut at its own call's ``max_tokens`` and its first end-of-turn token: a longer batch
 mate changes how far the batch decodes, never what a row's tokens or log-probs are.
@@ -47,28 +50,41 @@ class Job:
 
 
 class DecodeBatcher:
-    """Runs ``generate(jobs)`` under ``lock`` for every job queued when the lock is taken.
+    """Runs ``generate(jobs)`` under ``lock`` for every job queued when the lock is taken, after
+    waiting for the calls ``open_rollouts()`` says may still come (at most ``quiet`` seconds
+    between arrivals).
 
     ``generate`` must mark every job ``done`` (with its ``result`` or ``error``)."""
 
-    def __init__(self, lock: threading.Lock, generate: Callable[[list[Job]], None]):
+    def __init__(self, lock: threading.Lock, generate: Callable[[list[Job]], None],
+                 open_rollouts: Callable[[], int] = lambda: 0, quiet: float = 0.02):
         self.lock, self._generate = lock, generate
+        self.open_rollouts, self.quiet = open_rollouts, quiet
         self._queue: list[Job] = []
-        self._queue_lock = threading.Lock()
+        self._arrived = threading.Condition()  # guards the queue; notified at each arrival
         self.batches = self.jobs = 0  # batches generated, calls in them: their ratio is the sharing
 
     def queue(self, job: Job) -> None:
         """Put ``job`` in the next batch (:meth:`run` generates it)."""
-        with self._queue_lock:
+        with self._arrived:
             self._queue.append(job)
+            self._arrived.notify_all()
+
+    def _gather(self) -> list[Job]:
+        """Under the lock: the queue, once every open rollout has a call in it or the calls stopped coming."""
+        with self._arrived:
+            while len({id(j.trajectory) for j in self._queue if j.trajectory is not None}) < self.open_rollouts():
+                if not self._arrived.wait(self.quiet):
+                    break
+            jobs, self._queue = self._queue, []
+        return jobs
 
     def run(self, job: Job) -> Any:
         """``job``'s result once generated (with whatever was queued beside it); raises its error."""
         self.queue(job)
         with self.lock:
             if not job.done:
-                with self._queue_lock:
-                    jobs, self._queue = self._queue, []
+                jobs = self._gather()
                 self.batches, self.jobs = self.batches + 1, self.jobs + len(jobs)
                 try:
                     self._generate(jobs)

@@ -75,7 +75,7 @@ class PolicyEndpoint:
         self.trajectories: dict[str, Trajectory] = {}
         self.prompts = PromptBuilder(tokenizer)
         self.eos_ids = [tokenizer.eos_token_id]
-        self.batcher = DecodeBatcher(self.lock, self._generate)
+        self.batcher = DecodeBatcher(self.lock, self._generate, open_rollouts=lambda: len(self.trajectories))
 
     # -- rollouts ------------------------------------------------------------------------------
 

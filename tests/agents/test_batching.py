@@ -42,3 +42,41 @@ def test_queued_calls_are_one_batch_each_cut_at_its_own_limit_and_scored_as_samp
     with torch.no_grad():
         logp, _ = policy(batch, with_entropy=False)
     assert torch.allclose(logp[batch.mask], batch.sampler_logp[batch.mask], atol=1e-5, rtol=0)
+
+
+def _fake_generate(sizes: list[int]):
+    def generate(jobs: list[Job]) -> None:
+        sizes.append(len(jobs))
+        for job in jobs:
+            job.result = job.prompt
+
+    return generate
+
+
+def test_a_call_waits_for_the_other_open_rollouts_calls_and_they_share_its_batch():
+    from grpo_seq.agents.trajectory import Trajectory
+
+    sizes: list[int] = []
+    arrived = threading.Event()
+    batcher = DecodeBatcher(threading.Lock(), _fake_generate(sizes), open_rollouts=lambda: 3, quiet=30.0)
+    jobs = [Job([k], 1, 1, SAMPLING, trajectory=Trajectory(f"r{k}")) for k in range(3)]
+    first = threading.Thread(target=lambda: (arrived.set(), batcher.run(jobs[0])))
+    first.start()
+    arrived.wait()
+    others = [threading.Thread(target=batcher.run, args=(job,)) for job in jobs[1:]]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join(timeout=60)
+    # the lock holder held on (quiet is long) until all three open rollouts had called: one batch
+    assert sizes == [3] and [job.result for job in jobs] == [[0], [1], [2]]
+
+
+def test_with_no_other_rollout_calling_the_call_goes_alone_after_the_quiet_time():
+    from grpo_seq.agents.trajectory import Trajectory
+
+    sizes: list[int] = []
+    batcher = DecodeBatcher(threading.Lock(), _fake_generate(sizes), open_rollouts=lambda: 2, quiet=0.0)
+    assert batcher.run(Job([7], 1, 1, SAMPLING, trajectory=Trajectory("r0"))) == [7] and sizes == [1]
+    alone = DecodeBatcher(threading.Lock(), _fake_generate(sizes))  # no rollouts open: no wait at all
+    assert alone.run(Job([8], 1, 1, SAMPLING)) == [8] and sizes == [1, 1]
