@@ -26,9 +26,11 @@ def register(store: Store, record: dict[str, Any]) -> dict[str, Any]:
     """Record the model of the finished job ``record`` under its model name. An env job's model is
     its best evaluated policy (``policy_best/``) where it kept one, else its final ``policy/``."""
     run = store.run_dir(record["id"])
-    entry: dict[str, Any] = {"name": record["model_name"], "kind": record["kind"], "job": record["id"],
+    # an agent job trains a language model: its model is served as an lm job's is
+    kind = "env" if record["kind"] == "env" else "lm"
+    entry: dict[str, Any] = {"name": record["model_name"], "kind": kind, "job": record["id"],
                              "created": time.time()}
-    if record["kind"] == "env":
+    if kind == "env":
         path = run / "policy_best" if (run / "policy_best").is_dir() else run / "policy"
         kwargs = json.loads((path / "policy.json").read_text())["kwargs"]
         entry.update(env_id=record["spec"]["env_id"], obs_dim=kwargs["obs_dim"], num_actions=kwargs["num_actions"],

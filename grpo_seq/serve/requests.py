@@ -5,6 +5,7 @@ service's names (``env_name``, ``total_timesteps``, ``model_name``) are accepted
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -18,7 +19,7 @@ from ..errors import UsageError
 from ..sampling.spaces import ACTION_BINS
 from ..jobs.spec import spec_from_dict
 from .config import ServeConfig
-from .store import Store, check_model_name
+from .store import AGENTS, Store, check_model_name
 
 __all__ = ["RequestError", "parse_json", "train_spec", "resume_spec", "observations", "ALIASES"]
 
@@ -105,8 +106,10 @@ def train_spec(body: Mapping[str, Any], store: Store, cfg: ServeConfig) -> tuple
         _check_env(options, cfg)
     elif kind == "lm":
         _check_lm(options, store, cfg)
-    else:  # each kind names files and code of its own: the service checks only these two
-        raise RequestError(400, f"kind {kind!r}: this service runs 'env' and 'lm' jobs")
+    elif kind == "agent":
+        _check_agent(options, store, cfg)
+    else:  # each kind names files and code of its own: the service checks only these three
+        raise RequestError(400, f"kind {kind!r}: this service runs 'env', 'lm' and 'agent' jobs")
     try:
         spec = spec_from_dict(options, source="POST /train")
     except UsageError as e:
@@ -196,12 +199,7 @@ def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
     if "reward_fns" in options and "reward_funcs" in options:
         raise RequestError(400, "give 'reward_fns' or 'reward_funcs' (TRL's name), not both")
     _check_budget(options, "max_steps", "max_steps", cfg.max_lm_steps)
-    dataset = options.get("dataset")
-    found = store.inside(dataset, "data") if isinstance(dataset, str) and dataset else None
-    if found is None or not found.exists() or found == store.inside("", "data"):
-        raise RequestError(400, f"dataset {dataset!r}: give a file or folder inside the store's data/ folder "
-                           f"({store.root / 'data'}), by its path relative to it")
-    options["dataset"] = str(found)
+    _store_dataset(options, "dataset", store)
     options["model"] = _lm_model(options.get("model"), store)
     fns = options.get("reward_fns", options.pop("reward_funcs", None))
     if isinstance(fns, str):
@@ -215,6 +213,44 @@ def _check_lm(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
             raise RequestError(400, f"reward_fns: {fn!r} is not a reward function of this service; give one of "
                                f"{sorted(REGISTRY)} or an import path inside reward_fns (reward_fns.module:function)")
     options["reward_fns"] = fns
+
+
+def _store_dataset(options: dict[str, Any], name: str, store: Store) -> None:
+    """``options[name]``, a file or folder inside the store's data/, as its full path."""
+    value = options.get(name)
+    found = store.inside(value, "data") if isinstance(value, str) and value else None
+    if found is None or not found.exists() or found == store.inside("", "data"):
+        raise RequestError(400, f"{name} {value!r}: give a file or folder inside the store's data/ folder "
+                           f"({store.root / 'data'}), by its path relative to it")
+    options[name] = str(found)
+
+
+def _check_agent(options: dict[str, Any], store: Store, cfg: ServeConfig) -> None:
+    """An agent of the store's agents/ folder (``module:function``, ``async def function`` in
+    ``agents/module.py``, put there by the service's owner: a request names code, never sends it),
+    its items (and held-out items) inside data/, a language model as for an ``lm`` job."""
+    _check_budget(options, "max_steps", "max_steps", cfg.max_lm_steps)
+    if options.get("endpoint_port"):
+        raise RequestError(400, "endpoint_port: the service chooses the endpoint's port (any free one on 127.0.0.1)")
+    rollout = options.get("rollout")
+    module, _, name = rollout.partition(":") if isinstance(rollout, str) else ("", "", "")
+    source = store.inside(f"{module}.py", AGENTS) if re.fullmatch(r"\w+", module) and name.isidentifier() else None
+    if source is None or not source.is_file() or not _defines_async(source, name):
+        raise RequestError(400, f"rollout {rollout!r}: not an agent of this service; give module:function, an "
+                           f"async def function in a module of the store's {AGENTS}/ folder ({store.root / AGENTS})")
+    _store_dataset(options, "dataset", store)
+    if options.get("eval_dataset") is not None:
+        _store_dataset(options, "eval_dataset", store)
+    options["model"] = _lm_model(options.get("model"), store)
+
+
+def _defines_async(source: Path, name: str) -> bool:
+    """Whether the module file ``source`` defines ``async def name`` at its top level (read, not imported)."""
+    try:
+        tree = ast.parse(source.read_text())
+    except (SyntaxError, ValueError, OSError):
+        return False
+    return any(isinstance(node, ast.AsyncFunctionDef) and node.name == name for node in tree.body)
 
 
 def _reward_function(path: str) -> bool:

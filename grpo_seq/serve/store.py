@@ -6,7 +6,8 @@
     <store>/jobs/<id>/log.txt        the job process's output
     <store>/jobs/<id>/run/           its run folder (config.json, metrics.jsonl, checkpoints/, policy/ ...)
     <store>/models/<name>.json       a finished job's model: its kind, folder and summary
-    <store>/data/                    datasets that language-model jobs may name
+    <store>/data/                    datasets that language-model and agent jobs may name
+    <store>/agents/                  the agents (module:function) agent jobs may name, put there by its owner
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 from ..io.serialization import atomic_write_text
 
-__all__ = ["Store", "MODEL_NAME", "check_model_name"]
+__all__ = ["Store", "AGENTS", "MODEL_NAME", "check_model_name"]
+
+AGENTS = "agents"  # the folder of the store whose modules agent jobs import
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 

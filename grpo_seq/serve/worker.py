@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..jobs import JobCallbacks, load_spec, run_job
 from ..io.serialization import atomic_write_text
 from .requests import finite_or_none
+from .store import AGENTS
 
 __all__ = ["ProgressFile", "run"]
 
@@ -92,6 +93,8 @@ def run(job_dir: str, alive: Any) -> None:
             from reward_fns import REGISTRY
 
             parts = {"registry": REGISTRY, "label": "serve"}
+        elif spec.KIND == "agent":  # its rollout is a module of the store's agents/ (requests.py checked it)
+            sys.path.insert(0, str(Path(job_dir).resolve().parents[1] / AGENTS))
         run_job(spec, ProgressFile(Path("progress.json")), **parts)
     except UsageError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)

@@ -165,7 +165,7 @@ def _tree(root) -> dict:
     ("/train", {**CARTPOLE, "model_name": "fresh", "torch_threads": 1024}, 400, "torch_threads: at most this machine's"),
     ("/train", {**CARTPOLE, "model_name": "fresh", "eval_episodes": 10**12}, 400, "eval_episodes: at most 1,000"),
     ("/train", {"kind": "lm", "dataset": "../../etc/passwd"}, 400, "inside the store's data/"),
-    ("/train", {"kind": "text_env", "env_id": "mypkg:Env"}, 400, "this service runs 'env' and 'lm' jobs"),
+    ("/train", {"kind": "text_env", "env_id": "mypkg:Env"}, 400, "this service runs 'env', 'lm' and 'agent' jobs"),
     ("/train", b"not json", 400, "not JSON"),
     ("/train", b"[1, 2]", 400, "must be a JSON object"),
     ("/train", b"{" + b" " * 2_000_000 + b"}", 413, "over 1,048,576 bytes"),
