@@ -832,10 +832,37 @@ def serve_load() -> tuple[str, list]:
     return text, head
 
 
+def agent_overhead() -> tuple[str, list]:
+    """Seconds a step of an agent over the OpenAI API against the LM job on the same work."""
+    if not (RESULTS / "agent_overhead/result.json").is_file():
+        return "", []
+    d = load("agent_overhead/result.json")
+    s, sec = d["settings"], d["step_seconds"]
+    batch = [x for r in d["runs"]["agent"] for x in r["calls_per_decode_batch"][1:] if x is not None]
+    rows = [[side, fmt(sec[side], ".2f"), ", ".join(fmt(r["median_after_first"], ".2f") for r in d["runs"][side])]
+            for side in ("lm", "agent")]
+    text = ("## An agent over the OpenAI API against the LM job: the endpoint's cost\n\n"
+            f"`benchmarks/agent_overhead.py`: {s['model']}, the same prompts, reward and settings on both sides (G = "
+            f"{s['G']}, {s['groups']} prompts a step, at most {s['tokens']} new tokens, {s['threads']} torch thread), "
+            f"{s['steps']} steps a run, {s['repeats']} runs a side, alternating. `train-lm` samples the completions "
+            "itself; `train-agent` runs an agent making the same one chat call through the `openai` client, so its "
+            "step pays for the endpoint (HTTP on 127.0.0.1, the client, asyncio, the decode batch gathered from the "
+            "concurrent calls). Seconds a step: the median of a run's steps after the first, then over the runs. "
+            f"Calls per decode batch on the agent side: {fmt(statistics.median(batch), '.1f') if batch else '-'} "
+            f"(the step's {s['G'] * s['groups']} calls). Overhead: agent over LM, minus 1: "
+            f"**{100 * d['overhead']:+.1f}%**.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["side", "s/step", "per run"], rows))
+    head = [f"An agent over the OpenAI API against the LM job, seconds a step ({s['model'].split('/')[-1]})",
+            "the LM job on the same work", f"{fmt(sec['agent'], '.2f')} s against {fmt(sec['lm'], '.2f')} s: "
+            f"{100 * d['overhead']:+.1f}%"]
+    return text, head
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
-               sampling_agreement, soak, against_tree, text_env_before_after, serve_load):
+               sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead):
         text, head = fn()
         if text:
             parts.append(text)

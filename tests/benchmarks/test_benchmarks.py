@@ -173,6 +173,36 @@ def test_env_sweep_record_holds_one_question_per_id_in_page_order(tmp_path):
     assert len(json.loads(rec.read_text())["questions"]) == 3
 
 
+def test_agent_overhead_runs_both_sides_on_the_same_work_and_the_report_renders_it(tmp_path):
+    pytest.importorskip("openai", reason="the agent side needs the agents extra: pip install -e '.[agents]'")
+    from tiny_lm import save_tiny_lm
+
+    model = save_tiny_lm(tmp_path / "tiny")
+    out = tmp_path / "agent_overhead" / "result.json"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
+    res = forkrun.run([sys.executable, "benchmarks/agent_overhead.py", "--model", str(model), "--steps", "2",
+                       "--repeats", "1", "--G", "2", "--groups", "2", "--tokens", "4", "--scratch", str(tmp_path / "s"),
+                       "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    (lm,), (agent,) = d["runs"]["lm"], d["runs"]["agent"]
+    assert len(lm["step_seconds"]) == len(agent["step_seconds"]) == 2
+    # the step's G x prompts calls, in batches of up to all four (how many arrive together is the machine's)
+    assert all(1.0 <= x <= 4.0 for x in agent["calls_per_decode_batch"])
+    assert d["overhead"] == pytest.approx(d["step_seconds"]["agent"] / d["step_seconds"]["lm"] - 1)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+
+    monkey = report.RESULTS
+    report.RESULTS = tmp_path
+    try:
+        text, head = report.agent_overhead()
+    finally:
+        report.RESULTS = monkey
+    assert "Calls per decode batch on the agent side: " in text and f"{100 * d['overhead']:+.1f}%" in head[2]
+    assert text.count("| lm |") == text.count("| agent |") == 1
+
+
 def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
     if not Path("/proc/self/status").exists():
         pytest.skip("the soak reads VmRSS from /proc (Linux)")
