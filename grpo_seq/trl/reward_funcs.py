@@ -3,7 +3,7 @@ models (a hub id, a local folder or a sequence-classification model object), as 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import UsageError
 from ..scoring.reward_model import is_reward_model_spec, load_reward_model

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence
 
+from ..agents.rollout_outputs import RolloutOutputSampler
 from ..envs.text.tools import ToolEnvSampler
 from ..errors import UsageError
 
@@ -65,6 +66,17 @@ def _get_reward(env_type: type) -> Callable:
 
     get_reward.__name__ = get_reward.__qualname__ = env_type.__name__
     return get_reward
+
+
+def rollout_func_sampler(cfg: Any, rows: Sequence[dict], model: Any, tokenizer: Any, accelerator: Any,
+                         rollout_func: Callable[..., Any], owner: Any) -> RolloutOutputSampler:
+    """The sampler of the LM job ``cfg`` whose completions ``rollout_func(prompts, owner)`` makes
+    (TRL's ``rollout_func``: :mod:`grpo_seq.agents.rollout_outputs`)."""
+    return RolloutOutputSampler(
+        tokenizer, rows, cfg.num_groups, cfg.num_generations, cfg.max_completion_length, temperature=cfg.temperature,
+        top_p=cfg.top_p, top_k=cfg.top_k, seed=cfg.seed, shuffle=cfg.shuffle_prompts,
+        process_index=accelerator.process_index, num_processes=accelerator.num_processes,
+        rollout_func=rollout_func, owner=owner)
 
 
 def tool_sampler(cfg: Any, rows: Sequence[dict], model: Any, tokenizer: Any, accelerator: Any, tools: Sequence[Callable],

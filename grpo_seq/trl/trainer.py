@@ -7,7 +7,7 @@ import copy
 import functools
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -25,7 +25,7 @@ from .callbacks import CallbackRunner, reward_stats, trl_logs
 from .config import GRPOConfig
 from .evaluation import against_first, eval_datasets, evaluate_rows
 from .reward_funcs import load_reward_funcs
-from .tools import placeholder_rows, tool_sampler, with_environment_reward
+from .tools import placeholder_rows, rollout_func_sampler, tool_sampler, with_environment_reward
 
 __all__ = ["GRPOTrainer", "TrainOutput"]
 
@@ -68,8 +68,13 @@ class GRPOTrainer:
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
                  callbacks: Sequence[Any] | None = None, optimizers: tuple = (None, None), peft_config: Any = None,
-                 tools: Sequence[Any] | None = None, environment_factory: Any = None, **trl_only: Any):
+                 tools: Sequence[Any] | None = None, environment_factory: Any = None,
+                 rollout_func: Callable[..., Any] | None = None, **trl_only: Any):
         _refuse_unsupported(trl_only, optimizers)
+        if rollout_func is not None and (tools or environment_factory is not None):
+            raise UsageError("GRPOTrainer: rollout_func with tools or environment_factory: give one way of making the "
+                             "completions")
+        self.rollout_func = rollout_func
         self.args = args if args is not None else GRPOConfig()
         if not isinstance(self.args, GRPOConfig):
             raise UsageError(f"GRPOTrainer: args must be grpo_seq.trl.GRPOConfig, got {type(self.args).__name__} "
@@ -90,7 +95,8 @@ class GRPOTrainer:
         self.scorer.extra = {"trainer_state": None, "log_metric": self._log_metric, "log_extra": self._log_extra}
         if environment_factory is not None:
             self.scorer.extra["environments"] = []  # TRL's: each completion's environment object (set by the sampler)
-        self.scorer.check_dataset(self.train_dataset, source="train_dataset")  # before the model loads
+        if rollout_func is None:  # before the model loads (a rollout_func's own keys fill arguments too: not yet known)
+            self.scorer.check_dataset(self.train_dataset, source="train_dataset")
         self.model, self.processing_class, name = _load_model(model, processing_class, self.args)
         self.cfg = LMJob(model=name, reward_fns=list(self.scorer.names),  # the job spec (reward_fns: names, for the record)
                          **{**self.args.lm_options(len(self.train_dataset)), "reward_weights": weights})
@@ -129,6 +135,8 @@ class GRPOTrainer:
         if self.tools or self.environment_factory is not None:  # tools: a text environment's conversations
             make_sampler = functools.partial(tool_sampler, tools=self.tools, environment_factory=self.environment_factory,
                                              max_tool_calling_iterations=self.args.max_tool_calling_iterations)
+        elif self.rollout_func is not None:  # the caller's function makes the completions
+            make_sampler = functools.partial(rollout_func_sampler, rollout_func=self.rollout_func, owner=self)
         self._run: LMRun = build(self.cfg, self.train_dataset, self.scorer, self.model, tokenizer, self.accelerator, None,
                                  label="grpo", make_sampler=make_sampler,
                                  generation_options=self.args.generation_options())
@@ -313,8 +321,8 @@ def _refuse_unsupported(trl_only: dict, optimizers: tuple) -> None:
     if optimizers not in ((None, None), None):
         given.append("optimizers")
     if given:
-        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (rollout "
-                         "functions, custom optimizers); docs/guides/trl.md lists them")
+        raise UsageError(f"GRPOTrainer: {', '.join(given)}: TRL argument(s) that grpo-seq does not have (custom "
+                         "optimizers); docs/guides/trl.md lists them")
 
 
 def _check_iterable(dataset: Any, args: GRPOConfig) -> None:

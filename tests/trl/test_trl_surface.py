@@ -155,8 +155,8 @@ def test_trl_names_map_onto_ours():
 
 
 def test_the_trainer_refuses_what_it_cannot_do(tiny_model):
-    with pytest.raises(UsageError, match="rollout_func: TRL argument"):
-        GRPOTrainer(tiny_model, sevens, GRPOConfig(), [{"prompt": "a"}], rollout_func=print)
+    with pytest.raises(UsageError, match="optimizers: TRL argument"):
+        GRPOTrainer(tiny_model, sevens, GRPOConfig(), [{"prompt": "a"}], optimizers=(object(), None))
     with pytest.raises(UsageError, match="row 2: no 'prompt' column"):
         GRPOTrainer(tiny_model, sevens, GRPOConfig(), [{"prompt": "a"}, {"text": "b"}])
     with pytest.raises(UsageError, match="reward function 'has_digit' needs the argument"):
