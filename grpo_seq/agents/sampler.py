@@ -160,7 +160,9 @@ class AgentGroupSampler:
         return outcomes
 
     async def _run_all(self, indices: Sequence[int]) -> list[Played | BaseException]:
-        limit = asyncio.Semaphore(self.max_concurrency or len(indices))
+        # unset, at most a training step's rollouts at once: a held-out set of many items would otherwise
+        # share decode batches so large that a CPU runs each call past --rollout_timeout
+        limit = asyncio.Semaphore(self.max_concurrency or min(len(indices), self.num_groups * self.num_generations))
         first = self._played
         self._played += len(indices)
         return await asyncio.gather(*(self._one(f"r{first + k}", index, limit) for k, index in enumerate(indices)),

@@ -44,7 +44,7 @@ class AgentJob(LMJob):
     )
     rollout_timeout: float = field(default=120.0, metadata={"help": "Seconds a rollout may run (one that runs longer "
                                                               "stops the run with a line naming it and its item)."})
-    max_concurrency: int = field(default=0, metadata={"help": "Most rollouts running together (0: all of a step's)."})
+    max_concurrency: int = field(default=0, metadata={"help": "Most rollouts running together (0: all of a step's, and as many in a held-out evaluation)."})
     max_completion_length: int = field(default=256, metadata={"help": "Most new tokens of one call (the default of a "
                                                                "call's max_tokens, and its limit)."})
     max_total_tokens: int = field(default=2048, metadata={"help": "Most tokens of one call, prompt and reply "

@@ -54,3 +54,18 @@ async def hangs(client, item):
     import asyncio
 
     await asyncio.Event().wait()
+
+
+RUNNING = {"now": 0, "most": 0}
+
+
+async def counts_company(client, item) -> dict:
+    """One call; reports how many rollouts of this process were running at most, so far."""
+    RUNNING["now"] += 1
+    RUNNING["most"] = max(RUNNING["most"], RUNNING["now"])
+    try:
+        messages = [{"role": "user", "content": item["question"]}]
+        await client.chat.completions.create(model=await _model(client), messages=messages)
+    finally:
+        RUNNING["now"] -= 1
+    return {"reward": 0.0, "metrics": {"most_at_once": float(RUNNING["most"])}}

@@ -52,6 +52,20 @@ def test_train_agent_trains_a_two_call_agent_and_evaluates_it(user, tmp_path):
     assert [r["step"] for r in resumed if "step" in r] == [1, 2, 3]
 
 
+def test_a_held_out_evaluation_runs_a_training_steps_rollouts_at_once(user, tmp_path):
+    # 3 held-out items, 1 x 2 rollouts a step: the evaluation runs 2 at once, not all 3 (a large
+    # held-out set in one decode batch would run each call past --rollout_timeout on a CPU)
+    import agent_programs
+
+    agent_programs.RUNNING.update(now=0, most=0)
+    out = tmp_path / "run"
+    main(["train-agent", "--model", str(user / "tiny"), "--rollout", "agent_programs:counts_company",
+          "--dataset", str(user / "items.jsonl"), "--eval_dataset", str(user / "items.jsonl"), "--eval_size", "3",
+          "--max_steps", "0", "--output_dir", str(out), *TINY, "--num_groups", "1"])
+    before = [json.loads(line) for line in (out / "eval_heldout" / "before.jsonl").read_text().splitlines()]
+    assert len(before) == 3 and max(r["metrics"]["most_at_once"] for r in before) == 2
+
+
 @pytest.mark.parametrize("rollout, words", [
     ("agent_programs:nowhere", "--rollout agent_programs:nowhere: 'agent_programs' has no attribute 'nowhere'"),
     ("agent_programs:hangs", "rollout agent_programs:hangs on item ITEMS line 1: did not end within --rollout_timeout "
