@@ -71,7 +71,9 @@ SHELL_ONLY = re.compile(r"[|;<>$`*]|\|\|")  # a line the shell must run as a who
 
 def _setup(namespace: dict) -> None:
     work = Path(tempfile.mkdtemp(prefix="grpo-seq-example-"))
-    shutil.copytree(EXAMPLES, work / "examples")  # a copy: the examples write their runs into it
+    # a copy: the examples write their runs into it; what a user's own runs of the commands left in
+    # examples/ (runs/, plots, caches) stays out, so a page meets the files a checkout has
+    shutil.copytree(EXAMPLES, work / "examples", ignore=shutil.ignore_patterns("runs", "*.png", "__pycache__"))
     (work / "recipes").symlink_to(ROOT / "recipes")
     namespace["__work__"], namespace["__cwd__"] = work, os.getcwd()
     namespace["__environ__"] = dict(os.environ)
