@@ -859,10 +859,41 @@ def agent_overhead() -> tuple[str, list]:
     return text, head
 
 
+def sb3_readme_example() -> tuple[str, list]:
+    """SB3's README example through our GRPO over seeds: every greedy episode at 475 or more."""
+    if not (RESULTS / "sb3_readme_example/result.json").is_file():
+        return "", []
+    d = load("sb3_readme_example/result.json")
+    arms: dict[str, list] = {}
+    for r in d["rows"]:
+        arms.setdefault(r["arm"], []).append(r)
+    base = {r["seed"]: r["passed"] for r in arms.get("the example", [])}
+    rows = []
+    for arm, runs in arms.items():
+        common = [r for r in runs if r["seed"] in base]
+        paired = ("-" if arm == "the example" or not common else
+                  f"{sum(r['passed'] and not base[r['seed']] for r in common)} / "
+                  f"{sum(base[r['seed']] and not r['passed'] for r in common)} of {len(common)}")
+        rows.append([arm, f"`{json.dumps(runs[0]['over'])}`" if runs[0]["over"] else "-", len(runs),
+                     f"{sum(r['passed'] for r in runs)} of {len(runs)}",
+                     fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired])
+    st = d["settings"]
+    text = ("## Stable-Baselines3's README example through GRPO, over seeds\n\n"
+            f"`benchmarks/sb3_readme_example.py`: `GRPO(\"MlpPolicy\", \"CartPole-v1\", "
+            + ", ".join(f"{k}={v}" for k, v in st["example"].items())
+            + f")` (SB3's meaning: a constant rate, minibatches of 64 env steps, 10 passes), {st['steps']:,} env steps, "
+            f"then {st['episodes']} greedy episodes; a seed passes when its lowest return is at least {st['bar']}. "
+            "An arm adds GRPO options to the example's; fixed / broken: the seeds it passes that the example fails, "
+            "and the other way round, on the seeds both ran.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["arm", "options", "seeds", "passed", "median lowest return", "fixed / broken"], rows))
+    return text, []
+
+
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
     for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
-               sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead):
+               sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead, sb3_readme_example):
         text, head = fn()
         if text:
             parts.append(text)
