@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_seq.jobs.budget import cap_env_steps, shrink
+from grpo_seq.jobs.budget import cap_env_steps, record_frames, shrink
 from grpo_seq.jobs.eval_lm import EvalLMConfig
 from grpo_seq.jobs import EnvJob, LMJob
 
@@ -13,6 +13,7 @@ def test_without_the_variable_nothing_changes(monkeypatch):
     monkeypatch.delenv("GRPO_SEQ_QUICK", raising=False)
     spec = EnvJob(env_id="Acrobot-v1")
     assert shrink(spec) is None and spec.total_env_steps == 200_000 and cap_env_steps(25_000) == 25_000
+    assert record_frames() is None  # a recorded episode plays to its end
     monkeypatch.setenv("GRPO_SEQ_QUICK", "0")
     assert shrink(spec) is None and spec == EnvJob(env_id="Acrobot-v1")
 
@@ -34,6 +35,7 @@ def test_each_kind_of_job_is_capped(monkeypatch):
     shrink(ev, "eval_lm")
     assert (ev.limit, ev.max_new_tokens) == (2, 8)
     assert cap_env_steps(25_000) == 2_000
+    assert record_frames() == 50
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])

@@ -82,6 +82,9 @@ def test_a_gguf_model_is_dequantised_once_and_then_read_from_the_cache(monkeypat
     first, tok_first = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
     assert (kept / "model.safetensors").is_file() and (kept / "tokenizer.json").is_file()
     second, tok_second = load_model_and_tokenizer("HuggingFaceTB/SmolLM2-135M-Instruct")
+    import gguf as lib  # a load reads each GGUF file once (models._gguf_read_once), then puts gguf back as it was
+
+    assert lib.GGUFReader is GGUFReader and not hasattr(lib.get_tensor_name_map, "cache_info")
     assert second.config._name_or_path == str(kept)  # read from the kept folder, not the GGUF file
     a, b = first.state_dict(), second.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

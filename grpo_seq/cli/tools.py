@@ -114,6 +114,7 @@ class RecordArgs:
 def record(argv: list[str] | None = None) -> None:
     """``grpo-seq record --policy DIR``: a greedy episode of a saved policy as a GIF."""
     from ..io.record import record_episode
+    from ..jobs.budget import record_frames
 
     with cli_errors():
         args = parse_config(RecordArgs, argv)
@@ -122,7 +123,8 @@ def record(argv: list[str] | None = None) -> None:
         if not folder.is_dir():
             raise UsageError(f"--out {args.out}: would be inside {folder}, which is a file, not a folder")
         try:
-            info = record_episode(policy, args.env_id, args.out, seed=args.seed, fps=args.fps, scale=args.scale)
+            info = record_episode(policy, args.env_id, args.out, seed=args.seed, fps=args.fps, scale=args.scale,
+                                  max_steps=record_frames())
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EFBIG):
                 raise  # the full-disk line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
+import functools
 import importlib.util
 import logging
 import os
@@ -110,8 +111,30 @@ def load_model_and_tokenizer(model: str, dtype: str = "float32", trust_remote_co
         raise MissingPathError(f"--model {model}: the folder has no config.json, so it holds no saved model; give a "
                                "folder written by save_pretrained (e.g. a run's model/), a hub id, or a .gguf file")
     cache = gguf_cache_dir(Path(source) / gguf) if gguf else None
-    with _one_converter(cache if cache is not None and dtype == "float32" else None):
+    with _one_converter(cache if cache is not None and dtype == "float32" else None), _gguf_read_once(gguf):
         return _load(model, source, gguf, cache, dtype, trust_remote_code)
+
+
+@contextlib.contextmanager
+def _gguf_read_once(gguf: str | None):
+    """While a GGUF file is converted: transformers parses the whole file three times (for the
+    config, the tokenizer and the weights) and rebuilds gguf's tensor-name table once per module of
+    the model, which together take most of a conversion's time. Here each file is parsed once and
+    each table built once; gguf's two functions are put back afterwards. Nothing changes where gguf
+    is not installed or is laid out otherwise."""
+    try:
+        import gguf as lib
+    except ImportError:
+        lib = None
+    if gguf is None or lib is None or not hasattr(lib, "GGUFReader") or not hasattr(lib, "get_tensor_name_map"):
+        yield
+        return
+    reader, name_map = lib.GGUFReader, lib.get_tensor_name_map
+    lib.GGUFReader, lib.get_tensor_name_map = functools.lru_cache(maxsize=None)(reader), functools.cache(name_map)
+    try:
+        yield
+    finally:
+        lib.GGUFReader, lib.get_tensor_name_map = reader, name_map
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["QUICK_ENV", "quick", "shrink", "cap_env_steps"]
+__all__ = ["QUICK_ENV", "quick", "shrink", "cap_env_steps", "record_frames"]
 
 QUICK_ENV = "GRPO_SEQ_QUICK"
 # per kind of job: the options capped, and their caps
@@ -20,6 +20,7 @@ _CAPS: dict[str, dict[str, int]] = {
     "lm": {"max_steps": 1, "max_completion_length": 8, "num_generations": 2, "num_groups": 1, "eval_size": 2,
            "eval_max_new_tokens": 8},
     "eval_lm": {"max_new_tokens": 8, "limit": 2},  # limit 0 means every row: capped too
+    "record": {"max_steps": 50},  # frames of a recorded episode: rendering and encoding cost most of a smoke run
 }
 # per kind of job: options turned off (an LM checkpoint's Adam state is twice the weights on disk)
 _OFF: dict[str, tuple[str, ...]] = {"lm": ("save_optimizer",)}
@@ -52,3 +53,8 @@ def shrink(spec: Any, kind: str | None = None) -> str | None:
 def cap_env_steps(total: int) -> int:
     """An env budget given outside a spec (``GRPO.learn(total_timesteps)``), capped as :func:`shrink` does."""
     return min(total, _CAPS["env"]["total_env_steps"]) if quick() else total
+
+
+def record_frames() -> int | None:
+    """The most steps a recorded episode may play (None: the whole episode), as :func:`shrink` caps."""
+    return _CAPS["record"]["max_steps"] if quick() else None

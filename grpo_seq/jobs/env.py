@@ -53,7 +53,7 @@ from ..io.serialization import atomic_write_text
 from ..loop.stopping import GracefulStop, checkpoint_on_error
 from ..io.tracking import tracker_kwargs
 from ..loop.trainer import GRPOLoop
-from .budget import shrink
+from .budget import record_frames, shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir
@@ -339,7 +339,8 @@ class EnvRun:
         trainer.save()
         video = None
         if spec.record and self.is_main_process:
-            video = record_episode(trainer.policy, spec.env_id, out / "agent.gif", seed=eval_stream_seed(spec.seed))
+            video = record_episode(trainer.policy, spec.env_id, out / "agent.gif", seed=eval_stream_seed(spec.seed),
+                                   max_steps=record_frames())
             self.say(f"greedy episode: {video['frames']} steps, return {video['return']:.0f}: {video['gif']}"
                      + (f" and {video['mp4']}" if video["mp4"] else ""))
         summary = self.summary(seconds, video)
