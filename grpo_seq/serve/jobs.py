@@ -25,8 +25,9 @@ __all__ = ["JobManager", "ACTIVE"]
 ACTIVE = ("queued", "running")
 # imported once by the fork server that every job's process is forked from, so that a job starts at
 # once instead of after seconds of imports: env jobs (and their plot at the end), and language-model
-# and agent jobs (transformers and the Llama/SmolLM2 model class, accelerate, peft, datasets, the
-# OpenAI client). The server holds these modules in memory (a few hundred MiB, shared with its jobs).
+# and agent jobs (transformers and its Llama model class, which many small models use, accelerate,
+# peft, datasets, the OpenAI client). The server holds these modules in memory (a few hundred MiB,
+# shared with its jobs).
 PRELOAD = ["grpo_seq.serve.worker", "grpo_seq.jobs.env", "matplotlib.pyplot", "grpo_seq.jobs.lm", "grpo_seq.jobs.agent",
            "transformers", "transformers.models.llama.modeling_llama", "accelerate", "peft", "datasets", "openai"]
 _CONTEXT = multiprocessing.get_context("forkserver")
