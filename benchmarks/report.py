@@ -1139,7 +1139,11 @@ LM_FINDINGS = {
         "The recipe's defaults stay. A learning rate of 5e-5 learned less on every seed than 2e-5, the default, and "
         "varied more between seeds. Without the KL term (beta 0, no reference model to score) a run takes more steps "
         "in the same minutes, yet it did not score higher; the difference holds 0, so more seeds would be needed to "
-        "tell the two apart."),
+        "tell the two apart. Dynamic sampling (groups whose rewards are all equal drawn again, so that every group "
+        "of a step carries a gradient) took about a third as many steps in the same minutes and ended level with "
+        "the defaults (the difference holds 0): on this task, redrawing the groups without signal bought no more "
+        "learning than taking more steps. LoRA adapters (rank 16) at a learning rate of 1e-4 ended level with full "
+        "fine-tuning at 2e-5 (the difference holds 0)."),
 }
 
 
