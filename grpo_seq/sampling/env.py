@@ -141,10 +141,9 @@ class EnvGroupSampler(RandomStreams):
     one call per rollout; the env's own episode returns stay in ``last_episode_returns``.
     ``bonus``: added to each step's training reward (a :class:`~grpo_seq.sampling.novelty.NoveltyBonus`
     breaks ties between members); ``reward/env_return`` is the env's own mean return, without it.
-    ``branch_prob``: each group starts, with this probability, from a state the previous rollout
-    visited (a copy of one of its envs at a step drawn uniformly from all its steps,
-    :mod:`grpo_seq.sampling.branching`) instead of a reset; ``last_branched`` marks those
-    episodes, whose returns count from the branch state (``reward/env_return`` leaves them out).
+    ``branch_prob``: the chance that a group starts from a state the previous rollout visited (a copy
+    of one of its envs at a uniformly drawn step, :mod:`grpo_seq.sampling.branching`), not a reset;
+    ``last_branched`` marks those episodes (``reward/env_return`` leaves them out).
     """
 
     def __init__(self, env_id: str, num_groups: int, num_generations: int, seed: int = 0,
