@@ -40,7 +40,7 @@ from ..io.prompt_data import prompt_rows, read_rows
 from ..scoring.rewards import RewardScorer
 from ..sampling import LMGroupSampler
 from ..io.serialization import atomic_write_text
-from ..loop.stopping import GracefulStop, any_process, checkpoint_on_error
+from ..loop.stopping import GracefulStop, any_process, checkpoint_on_error, max_over_processes
 from ..io.tracking import tracker_kwargs
 from ..loop.trainer import GRPOLoop
 from .budget import shrink
@@ -330,7 +330,7 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
         while trainer.step_count < cfg.max_steps:
             t0 = time.perf_counter()
             lm.adapt_threads()
-            m = lm.last_metrics = trainer.step(progress=trainer.step_count / cfg.max_steps)
+            m = lm.last_metrics = trainer.step(progress=_progress(lm, start))
             history.append(m)
             if trainer.step_count == first + 1:
                 lm.say(_estimate(time.perf_counter() - t0, cfg.max_steps - trainer.step_count))
@@ -349,6 +349,16 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
     if acc.is_main_process and "heldout" in summary:  # what the held-out evaluation added
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     return summary
+
+
+def _progress(lm: LMRun, start: float) -> float:
+    """The share of the run done, for the learning-rate schedule: of ``max_steps``, or of
+    ``--max_minutes`` where that comes first (the same on every process, so their weights stay equal)."""
+    done = lm.trainer.step_count / lm.spec.max_steps
+    if lm.spec.max_minutes:
+        elapsed = max_over_processes(time.perf_counter() - start, lm.accelerator)
+        done = max(done, elapsed / (60 * lm.spec.max_minutes))
+    return min(done, 1.0)
 
 
 def _out_of_time(lm: LMRun, start: float) -> bool:

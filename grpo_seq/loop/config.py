@@ -28,7 +28,8 @@ class LoopConfig(ConfigChecks):
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate."})
     lr_schedule: str = field(
         default="constant",
-        metadata={"help": "Learning-rate schedule: constant, or linear decay to 0 over the run's progress."},
+        metadata={"help": "Learning-rate schedule: constant, or linear decay to 0 over the run's progress "
+                          "(its steps, or its minutes where a time limit ends it first)."},
     )
     adam_beta1: float = field(
         default=0.9, metadata={"help": "Adam's decay rate of the gradient's running mean (momentum)."}

@@ -89,6 +89,15 @@ def any_process(flag: bool, accelerator=None) -> bool:
     return bool(accelerator.reduce(t, "sum").item() > 0)
 
 
+def max_over_processes(value: float, accelerator=None) -> float:
+    """The largest of ``value`` over the processes; every process gets the same answer (one tiny
+    all-reduce when there are several)."""
+    if accelerator is None or accelerator.num_processes == 1:
+        return value
+    t = torch.tensor([float(value)], device=accelerator.device)
+    return float(accelerator.reduce(t, "max").item())
+
+
 def resume_command(run_dir: str | Path, argv: list[str] | None = None) -> str:
     """This run's command line with ``--resume_from run_dir`` (any earlier one replaced)."""
     argv = list(sys.argv if argv is None else argv)
