@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def commands(a: argparse.Namespace, out: Path) -> dict[str, list[str]]:
 def one_run(cmd: list[str], work: Path, run_dir: Path) -> dict:
     shutil.rmtree(run_dir, ignore_errors=True)
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONPATH": str(ROOT)}
-    res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    res = record.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"error: {' '.join(cmd[3:5])} failed (status {res.returncode}):\n{res.stderr[-3000:]}")
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

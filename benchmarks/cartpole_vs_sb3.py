@@ -178,7 +178,7 @@ def run_ours(seed: int, total_env_steps: int | None, eval_every: int) -> dict[st
         budget = ["--total_env_steps", str(total_env_steps)] if total_env_steps else []  # else the recipe's
         cmd = [sys.executable, str(ROOT / "recipes/cartpole.py"), "--seed", str(seed), "--eval_every", str(eval_every),
                *budget, "--eval_episodes", str(EVAL_EPISODES), "--solved_return", str(SOLVED_RETURN), "--output_dir", d]
-        _check(subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True), cmd)
+        _check(record.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True), cmd)
         summary = json.loads(Path(d, "summary.json").read_text())
         rows = [json.loads(line) for line in Path(d, "metrics.jsonl").read_text().splitlines()]
     curve = [{"env_steps": r["perf/tokens_total"], "seconds": r["perf/wall_seconds"], "return": r["eval/return"]}
@@ -191,7 +191,7 @@ def run_ours(seed: int, total_env_steps: int | None, eval_every: int) -> dict[st
 def run_sb3(seed: int, total_env_steps: int | None, eval_every: int) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "sb3", "--seeds", str(seed),
            "--total_env_steps", str(total_env_steps or SB3_BUDGET), "--eval_every", str(eval_every)]
-    out = _check(subprocess.run(cmd, capture_output=True, text=True), cmd)
+    out = _check(record.run(cmd, capture_output=True, text=True), cmd)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -104,14 +104,13 @@ def trl_worker(a: argparse.Namespace) -> None:
 
 
 def run_trl(a: argparse.Namespace, model: Path, data: Path, out: Path) -> dict:
-    import subprocess
 
     cmd = [sys.executable, __file__, "--worker", "trl", "--model", str(model), "--data", str(data),
            "--worker_out", str(out), "--steps", str(a.steps), "--prompts_per_step", str(a.prompts_per_step),
            "--num_generations", str(a.num_generations), "--max_completion_length", str(a.max_completion_length),
            "--temperature", str(a.temperature), "--learning_rate", str(a.learning_rate), "--beta", str(a.beta),
            "--seed", str(a.seed), "--reward_fns", *a.reward_fns]
-    proc = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
+    proc = record.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"TRL run failed:\n{proc.stderr[-3000:]}")
     return torch.load(out / "trl.pt", weights_only=True)

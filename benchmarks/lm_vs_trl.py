@@ -47,7 +47,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -102,7 +101,7 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "--seed", str(a.seed), "--use_cpu", "true", "--skip_zero_advantage", str(skip_zero_advantage).lower(),
     ]
     env = {**os.environ, "TQDM_DISABLE": "1", "ACCELERATE_MIXED_PRECISION": "bf16" if precision == "bf16" else "no"}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    proc = record.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"grpo-seq run failed:\n{proc.stderr[-3000:]}")
     summary = json.loads((out / "summary.json").read_text())
@@ -190,7 +189,7 @@ def trl_worker(a: argparse.Namespace) -> None:
 def run_trl(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", "trl", "--model", str(model), "--data", str(data),
            "--worker_out", str(out), "--precision", precision, "--beta", str(beta), *shared_flags(a)]
-    proc = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
+    proc = record.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"TRL run failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -21,6 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """One run of a benchmark in a process of its own: ``subprocess.run(cmd, **kwargs)`` through
+    :data:`RUNNER`. A fresh interpreter, as a user's command is, so a run's seconds and memory are its
+    own. The smoke tests (tests/benchmarks) put a fork of a warm process there instead: the same
+    program and outputs without seconds of imports per run (timings they do not judge)."""
+    return RUNNER(cmd, **kwargs)
+
+
+RUNNER = subprocess.run
+
+
 def default_out(benchmark: str) -> Path:
     """The record's result file, ``benchmarks/results/<benchmark>/result.json``, relative to the repo."""
     return Path("benchmarks") / "results" / benchmark / "result.json"

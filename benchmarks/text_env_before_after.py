@@ -202,12 +202,11 @@ def in_processes(a: argparse.Namespace) -> list[dict]:
     """``--jobs`` conditions at once: this script once per condition, each writing its row under
     --scratch; the rows in --conditions' order."""
     import concurrent.futures
-    import subprocess
 
     def one(name: str) -> dict:
         out = a.scratch / name / "row.json"
         cmd = [sys.executable, __file__, *sys.argv[1:], "--jobs", "1", "--conditions", name, "--out", str(out)]
-        subprocess.run(cmd, check=True)
+        record.run(cmd, check=True)
         return json.loads(out.read_text())["rows"][0]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:

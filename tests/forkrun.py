@@ -21,6 +21,7 @@ import runpy
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -35,6 +36,7 @@ SERVER_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TQDM_DISABLE":
               "TRANSFORMERS_VERBOSITY": "error", "MPLBACKEND": "Agg"}
 
 _context: Any = None
+_starting = threading.Lock()  # a start swaps __main__'s attributes: one at a time (threads may run programs)
 
 
 class _NoMainModule:
@@ -159,9 +161,10 @@ def run(argv: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, st
     env = {**SERVER_ENV, **dict(os.environ if env is None else env)}
     with tempfile.TemporaryDirectory(prefix="forkrun-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        p = _ctx().Process(target=_child, args=(how, what, child_argv, cwd, env, out, err))
-        with _NoMainModule():
-            p.start()
+        with _starting:
+            p = _ctx().Process(target=_child, args=(how, what, child_argv, cwd, env, out, err))
+            with _NoMainModule():
+                p.start()
         p.join(timeout)
         if p.exitcode is None:
             p.kill()

@@ -1,8 +1,11 @@
-"""Benchmarks run as a user runs them: a subprocess with tiny settings."""
+"""Benchmarks run as a user runs them, with tiny settings: a subprocess, or, where a benchmark starts
+a process per run, its main() here with each run forked from a warm process (:func:`run_main`)."""
 
+import importlib.util
 import json
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,17 +15,45 @@ import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path):
+def warm_run(cmd, check=False, capture_output=False, text=False, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run``'s contract for a Python program, forked from the warm server."""
+    res = forkrun.run(cmd, **kwargs)
+    if not capture_output:
+        sys.stdout.write(res.stdout)
+        sys.stderr.write(res.stderr)
+    if check and res.returncode:
+        raise subprocess.CalledProcessError(res.returncode, cmd, res.stdout, res.stderr)
+    return res
+
+
+def run_main(monkeypatch, script: str, *args: str, pythonpath: str = str(ROOT)) -> None:
+    """``python benchmarks/<script> args`` from the repository's root, as the benchmark's main() in
+    this process, each run it starts (benchmarks/record.py's ``run``) forked from the warm server:
+    the same programs without a fresh interpreter's imports for each."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", [f"benchmarks/{script}", *args])
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, *sys.argv])
+    monkeypatch.setenv("PYTHONPATH", pythonpath)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import record
+
+    monkeypatch.setattr(record, "RUNNER", warm_run)
+    spec = importlib.util.spec_from_file_location(f"benchmark_{Path(script).stem}", ROOT / "benchmarks" / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main()
+
+
+def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path, monkeypatch, capsys):
     pytest.importorskip("stable_baselines3", reason="the SB3 baseline needs the bench extra: pip install -e '.[bench]'")
     pytest.importorskip("matplotlib", reason="the plot needs the bench extra: pip install -e '.[bench]'")
     total, every = 3000, 1000
     out = tmp_path / "b.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/cartpole_vs_sb3.py", "--seeds", "0", "--total_env_steps",
-                          str(total), "--eval_every", str(every), "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "| ours | 0 |" in res.stdout and "| sb3 | 0 |" in res.stdout
+    run_main(monkeypatch, "cartpole_vs_sb3.py", "--seeds", "0", "--total_env_steps", str(total), "--eval_every",
+             str(every), "--out", str(out))
+    printed = capsys.readouterr().out
+    assert "| ours | 0 |" in printed and "| sb3 | 0 |" in printed
     d = json.loads(out.read_text())
     for key in ["command", "machine", "settings", "medians", "rows", "ratio_solve_seconds_median",
                 "ratio_solve_env_steps_median", "ratio_solve_seconds_per_seed", "ratio_solve_seconds_max"]:
@@ -59,20 +90,17 @@ def test_cartpole_vs_sb3_writes_consistent_rows_curves_and_ratios(tmp_path):
     assert d["medians"]["ours"]["solved_env_steps"] == rows["ours"]["solved_env_steps"]
 
 
-def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
+def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path, monkeypatch):
     pytest.importorskip("trl", reason="the TRL side needs the dev extra: pip install -e '.[dev]'")
     from tiny_lm import save_tiny_lm
 
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "lm.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
     steps, prompts, G = 3, 2, 2
-    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
-                          str(ROOT / "tests/data/arith.jsonl"), "--steps", str(steps), "--prompts_per_step", str(prompts),
-                          "--num_generations", str(G), "--max_completion_length", "6", "--precisions", "fp32",
-                          "--betas", "0.04", "--seeds", "0", "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_main(monkeypatch, "lm_vs_trl.py", "--model", str(model), "--data", str(ROOT / "tests/data/arith.jsonl"),
+             "--steps", str(steps), "--prompts_per_step", str(prompts), "--num_generations", str(G),
+             "--max_completion_length", "6", "--precisions", "fp32", "--betas", "0.04", "--seeds", "0", "--out", str(out),
+             pythonpath=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     d = json.loads(out.read_text())
     (cell,) = d["cells"]
     # one seed: the averaging over seeds is checked on hand-made runs (test_lm_vs_trl_combine_...)
@@ -93,7 +121,7 @@ def test_lm_vs_trl_runs_both_systems_on_the_same_prompts(tmp_path):
     assert cell["ratio_peak_rss"] == pytest.approx(ours["peak_rss_gib"] / trl["peak_rss_gib"])
 
 
-def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path):
+def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path, monkeypatch):
     """Three TRL steps recorded, replayed through our trainer: the same rewards and masks, and weights
     within 0.2% of TRL's movement, where scoring at the wrong temperature lands 5% away."""
     pytest.importorskip("trl", reason="the TRL side needs the dev extra: pip install -e '.[dev]'")
@@ -101,13 +129,9 @@ def test_lm_replay_our_updates_on_trls_completions_land_where_trls_do(tmp_path):
 
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "replay.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/lm_replay_vs_trl.py", "--model", str(model), "--data",
-                          str(ROOT / "tests/data/arith.jsonl"), "--steps", "3", "--prompts_per_step", "2",
-                          "--num_generations", "3", "--max_completion_length", "8",
-                          "--reward_fns", "tiny_lm:length_reward", "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_main(monkeypatch, "lm_replay_vs_trl.py", "--model", str(model), "--data", str(ROOT / "tests/data/arith.jsonl"),
+             "--steps", "3", "--prompts_per_step", "2", "--num_generations", "3", "--max_completion_length", "8",
+             "--reward_fns", "tiny_lm:length_reward", "--out", str(out), pythonpath=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     same, control = json.loads(out.read_text())["records"]["0.0"]["runs"]
     assert (same["score_temperature"], control["score_temperature"]) == (0.7, 1.0)
     for s in same["steps"]:
@@ -173,17 +197,15 @@ def test_env_sweep_record_holds_one_question_per_id_in_page_order(tmp_path):
     assert len(json.loads(rec.read_text())["questions"]) == 3
 
 
-def test_agent_overhead_runs_both_sides_on_the_same_work_and_the_report_renders_it(tmp_path):
+def test_agent_overhead_runs_both_sides_on_the_same_work_and_the_report_renders_it(tmp_path, monkeypatch):
     pytest.importorskip("openai", reason="the agent side needs the agents extra: pip install -e '.[agents]'")
     from tiny_lm import save_tiny_lm
 
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "agent_overhead" / "result.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/agent_overhead.py", "--model", str(model), "--steps", "2",
-                       "--repeats", "1", "--G", "2", "--groups", "2", "--tokens", "4", "--scratch", str(tmp_path / "s"),
-                       "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_main(monkeypatch, "agent_overhead.py", "--model", str(model), "--steps", "2", "--repeats", "1", "--G", "2",
+             "--groups", "2", "--tokens", "4", "--scratch", str(tmp_path / "s"), "--out", str(out),
+             pythonpath=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     d = json.loads(out.read_text())
     (lm,), (agent,) = d["runs"]["lm"], d["runs"]["agent"]
     assert len(lm["step_seconds"]) == len(agent["step_seconds"]) == 2
@@ -284,7 +306,7 @@ def test_lm_vs_trl_combine_averages_every_seed_and_refuses_other_settings(tmp_pa
     assert res.returncode != 0 and "c.json was run with other settings" in res.stderr and "temperature" in res.stderr
 
 
-def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
+def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path, monkeypatch):
     # The no-skip system trains every completion; the default trains only groups whose rewards
     # differ. The untrained tiny model earns no reward here, so the default trains nothing, and the
     # same seed draws the same completions in both.
@@ -292,13 +314,10 @@ def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
 
     model = save_tiny_lm(tmp_path / "tiny")
     out = tmp_path / "lm.json"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}", "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/lm_vs_trl.py", "--model", str(model), "--data",
-                          str(ROOT / "tests/data/arith.jsonl"), "--steps", "2", "--prompts_per_step", "2",
-                          "--num_generations", "2", "--max_completion_length", "6", "--precisions", "fp32",
-                          "--betas", "0", "--systems", "grpo-seq", "grpo-seq-no-skip", "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_main(monkeypatch, "lm_vs_trl.py", "--model", str(model), "--data", str(ROOT / "tests/data/arith.jsonl"),
+             "--steps", "2", "--prompts_per_step", "2", "--num_generations", "2", "--max_completion_length", "6",
+             "--precisions", "fp32", "--betas", "0", "--systems", "grpo-seq", "grpo-seq-no-skip", "--out", str(out),
+             pythonpath=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
     (cell,) = json.loads(out.read_text())["cells"]
     skip, every = ({r["system"]: r for r in cell["runs"]}[s] for s in ("grpo-seq", "grpo-seq-no-skip"))
     assert skip["zero_std_groups"] == every["zero_std_groups"] == [1.0, 1.0]
@@ -306,7 +325,7 @@ def test_lm_vs_trl_runs_grpo_seq_with_and_without_skipping(tmp_path):
     assert skip["trained_fraction"] == [0.0, 0.0] and every["trained_fraction"] == [1.0, 1.0]
 
 
-def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path):
+def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path, monkeypatch):
     pytest.importorskip("textarena", reason="GuessTheNumber needs the textarena extra: pip install -e '.[textarena]'")
     from tiny_lm import save_tiny_lm
 
@@ -316,13 +335,10 @@ def test_text_env_before_after_plays_held_out_episodes_around_training(tmp_path)
     for split in ("train", "dev"):
         (data / f"{split}.jsonl").write_text((ROOT / "tests/data/arith.jsonl").read_text())
     out = tmp_path / "results" / "text_env_before_after" / "result.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/text_env_before_after.py", "--model", str(model), "--steps", "2",
-                          "--minutes", "0", "--eval_n", "3", "--gsm8k_eval_n", "3", "--eval_batch", "2", "--G", "2",
-                          "--groups", "1", "--jobs", "2",  # conditions in processes of their own, rows in order
-                          "--gsm8k_tokens", "8", "--gsm8k_dir", str(data), "--scratch", str(tmp_path / "scratch"),
-                          "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    run_main(monkeypatch, "text_env_before_after.py", "--model", str(model), "--steps", "2", "--minutes", "0",
+             "--eval_n", "3", "--gsm8k_eval_n", "3", "--eval_batch", "2", "--G", "2", "--groups", "1",
+             "--jobs", "2",  # conditions in processes of their own, rows in order
+             "--gsm8k_tokens", "8", "--gsm8k_dir", str(data), "--scratch", str(tmp_path / "scratch"), "--out", str(out))
     d = json.loads(out.read_text())
     assert [r["condition"] for r in d["rows"]] == ["guess", "gsm8k_calculator", "gsm8k_plain"]
     for r in d["rows"]:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import forkrun  # tests/forkrun.py: a command that ends at once runs forked from a warm process
 from conftest import ROOT, free_port, httpx, wait_for
 
 ENV = {k: v for k, v in os.environ.items() if k != "GRPO_SEQ_API_TOKEN"}
@@ -15,13 +16,13 @@ ENV["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHO
 
 def test_a_non_loopback_address_without_a_token_is_refused_and_nothing_is_written(tmp_path):
     for command in (["-m", "grpo_seq.serve"], ["-m", "grpo_seq.cli.commands", "serve"]):
-        res = subprocess.run([sys.executable, *command, "--host", "0.0.0.0", "--store", str(tmp_path / "store")],
-                             env=ENV, capture_output=True, text=True, timeout=120)
+        res = forkrun.run([sys.executable, *command, "--host", "0.0.0.0", "--store", str(tmp_path / "store")],
+                          env=ENV, capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and res.stderr.startswith("error: --host 0.0.0.0: listening beyond this machine "
                                                              "needs a token; set GRPO_SEQ_API_TOKEN"), res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "store").exists()
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.serve", "--max_jobs", "0"], env=ENV, capture_output=True,
-                         text=True, timeout=120)
+    res = forkrun.run([sys.executable, "-m", "grpo_seq.serve", "--max_jobs", "0"], env=ENV, capture_output=True,
+                      text=True, timeout=120)
     assert res.returncode == 2 and "error: --max_jobs: must be >= 1, got 0" in res.stderr
 
 
@@ -38,8 +39,8 @@ def test_without_a_token_set_one_is_generated_and_printed_once(tmp_path):
         assert client.get("/jobs", headers={"Authorization": f"Bearer {token}"}).json() == {"jobs": []}
         assert client.get("/jobs", headers={"Authorization": "Bearer x" + token}).status_code == 401
         # a second service on the same store would take the first one's running jobs for dead ones
-        second = subprocess.run([sys.executable, "-m", "grpo_seq.serve", "--port", str(free_port()), "--store",
-                                 str(tmp_path / "store")], env=ENV, capture_output=True, text=True, timeout=120)
+        second = forkrun.run([sys.executable, "-m", "grpo_seq.serve", "--port", str(free_port()), "--store",
+                              str(tmp_path / "store")], env=ENV, capture_output=True, text=True, timeout=120)
         assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
         assert f"is in use by another service (process {proc.pid}, " in second.stderr and "--store" in second.stderr
     finally:
