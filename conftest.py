@@ -42,6 +42,10 @@ EXAMPLES = ROOT / "examples"
 # and read by the rest. One folder for the session: the process that loads this file first (pytest's
 # main process, before xdist starts its workers) makes it and removes it at exit; the workers inherit
 # its name, so the model is converted once, not once per worker (the cache is written atomically).
+# two workers share the machine: each program the suite starts takes one torch thread (a job's own
+# count follows OMP_NUM_THREADS: grpo_seq.loop.cpu_share.usable_cores), not every core each, which
+# would leave threads spinning for cores the other worker holds
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 MODEL_CACHE = os.environ.get("GRPO_SEQ_CACHE_FOR_TESTS", "")
 if not os.path.isdir(MODEL_CACHE):
     MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")

@@ -71,3 +71,21 @@ def test_an_interval_too_short_to_measure_keeps_measuring_from_the_last_sample(t
     clock.update(t=5.0)
     stat.write_text(f"cpu  {1005 * hz} 0 0 {5005 * hz} 0 0 0 0\n")  # 5 core-seconds in 5 s, none of them ours
     assert cores.threads() == 1 and cores.others_busy == pytest.approx(1.0)
+
+
+def test_a_users_omp_num_threads_caps_the_cores_a_launchers_does_not(monkeypatch):
+    import os
+
+    from grpo_seq.loop.cpu_share import usable_cores
+
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    every = usable_cores()
+    assert every == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert usable_cores() == 1  # the user's cap
+    monkeypatch.setenv("OMP_NUM_THREADS", "100000")
+    assert usable_cores() == every  # never more than the cores there are
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert usable_cores() == every  # accelerate launch's 1, not the user's: the processes share the cores

@@ -44,7 +44,7 @@ from ..loop.stopping import GracefulStop, any_process, checkpoint_on_error, max_
 from ..io.tracking import tracker_kwargs
 from ..loop.trainer import GRPOLoop
 from .budget import shrink
-from ..loop.cpu_share import IdleCores
+from ..loop.cpu_share import IdleCores, usable_cores
 from .callbacks import CallbackList, JobCallbacks, Progress, as_callbacks
 from .folder import resolve_run_dir
 from ..scoring.heldout import HeldOutSet
@@ -191,9 +191,9 @@ def idle_cores() -> IdleCores:
 def setup_process(cfg: LMJob) -> None:
     """Threads, global seeds and (with ``retain_freed_memory``) malloc: a program's whole process."""
     # accelerate launch leaves each process one thread (OMP_NUM_THREADS=1); a small model wants
-    # every core: share them among this machine's processes.
+    # every core: share them among this machine's processes (usable_cores says which count).
     local_procs = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(cfg.torch_threads or max(1, (os.cpu_count() or 1) // local_procs))
+    torch.set_num_threads(cfg.torch_threads or max(1, usable_cores() // local_procs))
     set_seed(cfg.seed)
     if cfg.retain_freed_memory:
         retain_freed_memory()

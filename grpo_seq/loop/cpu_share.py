@@ -27,11 +27,17 @@ MIN_INTERVAL = 0.5
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else the machine's."""
+    """The cores this process may run on (its CPU affinity, else the machine's), at most
+    ``OMP_NUM_THREADS`` where the user set it: in a process no launcher started (a launcher sets it
+    to 1 for its processes, ``LOCAL_WORLD_SIZE`` beside it, and their share of the cores is theirs)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    if "LOCAL_WORLD_SIZE" not in os.environ and asked.isdigit() and int(asked) >= 1:
+        cores = min(cores, int(asked))
+    return cores
 
 
 def _busy_seconds() -> float | None:
