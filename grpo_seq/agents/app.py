@@ -16,10 +16,10 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from .endpoint import PolicyEndpoint
-from .openai_format import APIError, ChatRequest, TextRequest, error_body
+from .openai_format import APIError, ChatRequest, TextRequest, chat_chunks, error_body, text_chunks
 
 __all__ = ["make_app"]
 
@@ -51,19 +51,28 @@ def make_app(endpoint: PolicyEndpoint) -> FastAPI:
         return endpoint.models()
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
-    def chat(request: ChatRequest) -> dict[str, Any]:
-        return endpoint.complete(request, None)
+    def chat(request: ChatRequest) -> Any:
+        return _reply(request, endpoint.complete(request, None), chat_chunks)
 
     @app.post("/rollouts/{rollout_id}/v1/chat/completions", dependencies=[Depends(authorized)])
-    def rollout_chat(rollout_id: str, request: ChatRequest) -> dict[str, Any]:
-        return endpoint.complete(request, rollout_id)
+    def rollout_chat(rollout_id: str, request: ChatRequest) -> Any:
+        return _reply(request, endpoint.complete(request, rollout_id), chat_chunks)
 
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
-    def text(request: TextRequest) -> dict[str, Any]:
-        return endpoint.complete_text(request, None)
+    def text(request: TextRequest) -> Any:
+        return _reply(request, endpoint.complete_text(request, None), text_chunks)
 
     @app.post("/rollouts/{rollout_id}/v1/completions", dependencies=[Depends(authorized)])
-    def rollout_text(rollout_id: str, request: TextRequest) -> dict[str, Any]:
-        return endpoint.complete_text(request, rollout_id)
+    def rollout_text(rollout_id: str, request: TextRequest) -> Any:
+        return _reply(request, endpoint.complete_text(request, rollout_id), text_chunks)
 
     return app
+
+
+def _reply(request: ChatRequest | TextRequest, body: dict[str, Any], chunks: Any) -> Any:
+    """The reply's body, or with ``stream: true`` its events (generated, and so checked, before the first)."""
+    if not request.stream:
+        return body
+    usage = bool((request.stream_options or {}).get("include_usage"))
+    return StreamingResponse(chunks(body, usage), media_type="text/event-stream")
+

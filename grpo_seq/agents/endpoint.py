@@ -18,7 +18,8 @@ Why it is safe to train on what it recorded:
 
 Refused requests get OpenAI's error body and a 4xx status: a wrong key (401), a model other than
 the job's (404), a closed or unknown rollout (404), more tokens than the job allows or a prompt
-longer than its context (400), and streaming or stop strings, which it does not do (400).
+longer than its context (400), and stop strings, which it does not do (400). ``stream: true`` is
+answered as server-sent events of the whole reply (:func:`~grpo_seq.agents.openai_format.chat_chunks`).
 """
 
 from __future__ import annotations
@@ -198,8 +199,6 @@ class PolicyEndpoint:
         return choices
 
     def _max_new(self, request: ChatRequest) -> int:
-        if request.stream:
-            raise APIError(400, "streaming is not supported by this endpoint: leave stream unset", param="stream")
         if request.stop:
             raise APIError(400, "stop strings are not supported by this endpoint: the reply ends at the model's "
                                 "end of turn or max_tokens", param="stop")

@@ -9,6 +9,9 @@ own exception class for the status with our message). A text completion (:class:
 one ``prompt``, text or token ids; ``logprobs`` as a number) answers with
 :func:`text_completion_body`.
 
+With ``stream: true`` the same reply comes as server-sent events (:func:`chat_chunks`,
+:func:`text_chunks`), ending with ``data: [DONE]``, as agent harnesses that always stream expect.
+
 A reply that holds Hermes-style tool calls (``<tool_call>{"name": ..., "arguments": ...}</tool_call>``,
 what Qwen's and SmolLM's templates teach) comes back with them as ``tool_calls``, the text around
 them as its ``content``.
@@ -19,12 +22,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["ChatRequest", "TextRequest", "APIError", "error_body", "parse_tool_calls", "reply_message",
-           "completion_body", "text_completion_body"]
+           "completion_body", "text_completion_body", "chat_chunks", "text_chunks"]
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
@@ -45,6 +48,7 @@ class ChatRequest(BaseModel):
     logprobs: bool | None = None
     top_logprobs: int | None = None
     stream: bool | None = None
+    stream_options: dict[str, Any] | None = None
     stop: str | list[str] | None = None
 
 
@@ -62,6 +66,7 @@ class TextRequest(BaseModel):
     logprobs: int | None = None
     echo: bool | None = None
     stream: bool | None = None
+    stream_options: dict[str, Any] | None = None
     stop: str | list[str] | None = None
 
 
@@ -144,3 +149,45 @@ def text_completion_body(request_id: str, model: str, choices: list[dict[str, An
     return {"id": request_id, "object": "text_completion", "created": int(time.time()), "model": model,
             "choices": out, "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                       "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def _sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def chat_chunks(body: dict[str, Any], include_usage: bool) -> Iterator[str]:
+    """A ``chat.completion`` body (:func:`completion_body`) as the server-sent events of
+    ``stream=True``: per choice its role, then its content (with its log-probs) or tool calls, then
+    its finish reason; the usage when ``stream_options.include_usage`` asks; then ``[DONE]``. The
+    reply is generated whole before the first event (calls are generated in batches), so a choice
+    arrives in one content chunk."""
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+    for choice in body["choices"]:
+        message, i = choice["message"], choice["index"]
+        yield _sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
+                                         "logprobs": None, "finish_reason": None}]})
+        if message.get("content"):
+            yield _sse({**head, "choices": [{"index": i, "delta": {"content": message["content"]},
+                                             "logprobs": choice["logprobs"], "finish_reason": None}]})
+        if message.get("tool_calls"):
+            calls = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+            yield _sse({**head, "choices": [{"index": i, "delta": {"tool_calls": calls}, "logprobs": None,
+                                             "finish_reason": None}]})
+        yield _sse({**head, "choices": [{"index": i, "delta": {}, "logprobs": None,
+                                         "finish_reason": choice["finish_reason"]}]})
+    if include_usage:
+        yield _sse({**head, "choices": [], "usage": body["usage"]})
+    yield "data: [DONE]\n\n"
+
+
+def text_chunks(body: dict[str, Any], include_usage: bool) -> Iterator[str]:
+    """A ``text_completion`` body as ``stream=True``'s events: per choice its text, then its finish reason."""
+    head = {"id": body["id"], "object": "text_completion", "created": body["created"], "model": body["model"]}
+    for choice in body["choices"]:
+        yield _sse({**head, "choices": [{**choice, "finish_reason": None}]})
+        yield _sse({**head, "choices": [{"index": choice["index"], "text": "", "logprobs": None,
+                                         "finish_reason": choice["finish_reason"]}]})
+    if include_usage:
+        yield _sse({**head, "choices": [], "usage": body["usage"]})
+    yield "data: [DONE]\n\n"
+

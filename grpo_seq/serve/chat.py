@@ -5,7 +5,8 @@ it trained: ``OpenAI(base_url=f"{url}/v1", api_key=<the service's token>)``.
 The wire format is the agents endpoint's (:mod:`grpo_seq.agents.openai_format`), and so is the
 rendering of the messages through the model's chat template (:mod:`grpo_seq.agents.prompts`).
 ``model`` names a language model of the store; ``temperature`` 0 (or left out) decodes greedily,
-above 0 samples; ``max_tokens`` is bounded by ``--max_new_tokens``. Every refusal is OpenAI's
+above 0 samples; ``max_tokens`` is bounded by ``--max_new_tokens``; ``stream`` answers in
+server-sent events. Every refusal is OpenAI's
 error body with its 4xx status (a wrong token too: :func:`auth_refusal`).
 """
 
@@ -15,11 +16,11 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from ..agents.openai_format import APIError, ChatRequest, completion_body, error_body, reply_message
+from ..agents.openai_format import APIError, ChatRequest, chat_chunks, completion_body, error_body, reply_message
 from ..agents.prompts import PromptBuilder
 from .requests import RequestError, parse_json
 from .store import MODEL_NAME
@@ -53,8 +54,6 @@ def _parse(raw: bytes) -> ChatRequest:
 
 
 def _max_new(request: ChatRequest, most: int) -> int:
-    if request.stream:
-        raise APIError(400, "streaming is not supported by this service: leave stream unset", param="stream")
     if request.stop:
         raise APIError(400, "stop strings are not supported by this service: the reply ends at the model's end of "
                             "turn or max_tokens", param="stop")
@@ -125,10 +124,15 @@ def chat_routes(router: APIRouter, service: Any) -> None:
                                            if m.get("kind") == "lm"]}
 
     @router.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
-        """A chat completion of a trained language model, in OpenAI's shapes."""
+    async def chat(request: Request) -> Response:
+        """A chat completion of a trained language model, in OpenAI's shapes (``stream``: as
+        server-sent events of the whole reply, generated first)."""
         try:
             parsed = _parse(await request.body())
-            return JSONResponse(await run_in_threadpool(_answer, service, parsed))
+            body = await run_in_threadpool(_answer, service, parsed)
         except APIError as e:
             return _refused(e)
+        if parsed.stream:
+            usage = bool((parsed.stream_options or {}).get("include_usage"))
+            return StreamingResponse(chat_chunks(body, usage), media_type="text/event-stream")
+        return JSONResponse(body)

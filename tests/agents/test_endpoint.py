@@ -59,6 +59,30 @@ def test_an_openai_client_is_answered_and_its_rollout_recorded(served):
     assert reply.usage.prompt_tokens == len(trajectory.calls[0].prompt_ids)
 
 
+def test_a_streamed_call_is_answered_with_the_recorded_completion(served):
+    """``stream=True`` (what agent harnesses send): the events carry what was recorded, as a call
+    without it gets; a refused call is still an error, not a stream."""
+    endpoint, server = served
+    endpoint.open("streamed")
+    c = client(server, "streamed")
+    chunks = list(c.chat.completions.create(model=MODEL, messages=QUESTION, logprobs=True, n=2, stream=True,
+                                            stream_options={"include_usage": True}))
+    with pytest.raises(openai.BadRequestError, match="max_tokens must be from 1 to 12"):
+        c.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=13, stream=True)
+    text = list(c.completions.create(model=MODEL, prompt="6 * 7 =", stream=True))
+    trajectory = endpoint.close("streamed")
+    assert len(trajectory.calls) == 3
+    for i, call in enumerate(trajectory.calls[:2]):
+        mine = [ch.choices[0] for ch in chunks if ch.choices and ch.choices[0].index == i]
+        assert "".join(d.delta.content or "" for d in mine) == endpoint.tokenizer.decode(call.completion_ids,
+                                                                                         skip_special_tokens=True)
+        assert [t.logprob for d in mine if d.logprobs for t in d.logprobs.content] == call.logprobs
+        assert mine[-1].finish_reason == ("stop" if call.ended else "length")
+    assert chunks[-1].usage.prompt_tokens == len(trajectory.calls[0].prompt_ids)
+    assert "".join(ch.choices[0].text for ch in text) == endpoint.tokenizer.decode(trajectory.calls[2].completion_ids,
+                                                                                   skip_special_tokens=True)
+
+
 def test_two_calls_with_a_tool_result_are_one_sequence_scored_as_sampled(served):
     endpoint, server = served
     for rid in ("a", "b"):
@@ -102,7 +126,6 @@ def test_two_calls_with_a_tool_result_are_one_sequence_scored_as_sampled(served)
     ({"temperature": 1.0}, openai.BadRequestError, "a rollout samples at the job's temperature 0.7"),
     ({"messages": [{"role": "user", "content": "x" * 190}]}, openai.BadRequestError, "exceed the job's 200 tokens"),
     ({"rollout": "ended"}, openai.NotFoundError, "no rollout 'ended' is open"),
-    ({"stream": True}, openai.BadRequestError, "streaming is not supported"),
 ])
 def test_a_refused_call_gets_an_openai_error_naming_it(served, ask, error, words):
     endpoint, server = served
@@ -111,7 +134,7 @@ def test_a_refused_call_gets_an_openai_error_naming_it(served, ask, error, words
         c = client(server, ask.get("rollout", "open"), ask.get("key", KEY))
         with pytest.raises(error, match=words.replace("(", r"\(").replace("*", r"\*")) as caught:
             c.chat.completions.create(model=ask.get("model", MODEL), messages=ask.get("messages", QUESTION),
-                                      **{k: v for k, v in ask.items() if k in ("max_tokens", "temperature", "stream")})
+                                      **{k: v for k, v in ask.items() if k in ("max_tokens", "temperature")})
         assert caught.value.body["message"] == caught.value.message.split(" - ", 1)[1]  # OpenAI's error body
     finally:
         assert endpoint.close("open").calls == []  # nothing refused was recorded

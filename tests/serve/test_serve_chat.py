@@ -56,6 +56,10 @@ def test_the_openai_client_chats_with_a_trained_model(chat_lm):
     assert 1 <= reply.usage.completion_tokens <= 5 and reply.usage.prompt_tokens > 0
     sampled = ai.chat.completions.create(model="tiny-chat", messages=MESSAGES, max_tokens=3, temperature=1.0, n=2)
     assert len(sampled.choices) == 2 and sampled.usage.completion_tokens <= 6
+    streamed = list(ai.chat.completions.create(model="tiny-chat", messages=MESSAGES, max_tokens=5, temperature=0,
+                                               stream=True, stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == choice.message.content
+    assert streamed[-1].usage.completion_tokens == reply.usage.completion_tokens
 
 
 def test_v1_models_lists_language_models_only(chat_lm, trained):
