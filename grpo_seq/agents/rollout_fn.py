@@ -36,9 +36,14 @@ class RolloutResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def load_rollout(path: str, option: str = "--rollout") -> Callable[..., Any]:
+def load_rollout(path: str, option: str = "--rollout", config: str | None = None) -> Callable[..., Any]:
     """The ``async`` function ``module:function`` names (the working folder is importable from
-    the programs)."""
+    the programs), or a verifiers environment's, ``verifiers:TASKSET`` (``config``: its env config,
+    JSON; :mod:`grpo_seq.agents.verifiers_env`)."""
+    if path.startswith("verifiers:"):
+        from .verifiers_env import verifiers_rollout
+
+        return verifiers_rollout(path, config)
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{option} {path}: give module:function, e.g. mypkg.agent:rollout")

@@ -85,6 +85,7 @@ def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> 
     ``dataset``: a ``.jsonl``/``.json``/``.parquet``/``.csv`` file, a folder written by
     ``datasets``' ``save_to_disk`` (a ``DatasetDict`` gives its ``split``), a hub id, a generated
     task ``reasoning_gym:TASK`` (``config``: its options as JSON; :mod:`grpo_seq.io.sources.reasoning_gym`),
+    a verifiers environment's tasks ``verifiers:TASKSET`` (:mod:`grpo_seq.io.sources.verifiers`),
     or rows already in memory (a ``datasets.Dataset`` or a list of dicts)."""
     if not isinstance(dataset, (str, Path)):
         return _in_memory(dataset, "train_dataset")
@@ -92,6 +93,10 @@ def read_rows(dataset: Any, split: str = "train", config: str | None = None) -> 
         from .sources.reasoning_gym import reasoning_gym_rows
 
         return reasoning_gym_rows(dataset, split, config)
+    if isinstance(dataset, str) and dataset.startswith("verifiers:"):  # a verifiers environment's tasks
+        from .sources.verifiers import verifiers_rows
+
+        return verifiers_rows(dataset, split, config)
     path = Path(dataset).expanduser()
     flag = f"--dataset {dataset}"
     if path.suffix in FILE_FORMATS:

@@ -132,7 +132,7 @@ def run_agent_job(spec: AgentJob, callbacks: JobCallbacks | Sequence[JobCallback
         if spec.rollout is None:
             raise ConfigError("--rollout: give the agent, module:function of an async def rollout(client, item)")
         _agents_extra()
-        fn = rollout if rollout is not None else load_rollout(spec.rollout)
+        fn = rollout if rollout is not None else load_rollout(spec.rollout, config=spec.dataset_config)
         rows, held = load_items(spec)
         setup_process(spec)
         accelerator = make_accelerator(spec)

@@ -31,7 +31,8 @@ class AgentJob(LMJob):
     rollout: str | None = field(
         default=None, metadata={"help": "The agent: module:function of an async def rollout(client, item) -> float | "
                                 "dict; client is an openai.AsyncOpenAI pointed at the policy, item a row of --dataset "
-                                "(the working folder is importable)."},
+                                "(the working folder is importable). Or verifiers:TASKSET, a verifiers environment, "
+                                "with --dataset verifiers:TASKSET (--dataset_config: its env config)."},
     )
     dataset: str | None = field(
         default=None, metadata={"aliases": ["--dataset_name"],
