@@ -6,10 +6,10 @@ rewarded by the environment's rubric."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+import forkrun  # tests/forkrun.py: a command that ends at once runs forked from a warm process
 import pytest
 from tiny_lm import save_tiny_lm
 
@@ -76,9 +76,9 @@ def test_a_failed_episode_is_one_line_naming_the_item_and_verifiers_error(fake_v
 
 
 def test_without_verifiers_installed_the_line_says_how_to_install_it(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "grpo_seq.cli.commands", "train-agent", "--model", "x", "--rollout",
-                          "verifiers:fake-qa", "--dataset", "verifiers:fake-qa", "--output_dir", str(tmp_path / "r")],
-                         capture_output=True, text=True, timeout=300)
+    res = forkrun.run([sys.executable, "-m", "grpo_seq.cli.commands", "train-agent", "--model", "x", "--rollout",
+                       "verifiers:fake-qa", "--dataset", "verifiers:fake-qa", "--output_dir", str(tmp_path / "r")],
+                      capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and res.stderr.startswith("error: verifiers environments need the package verifiers"), \
         res.stderr[-2000:]
     assert not (tmp_path / "r").exists()
