@@ -271,3 +271,16 @@ def test_step_advantage_w_refuses_a_batch_without_an_observation_per_step():
         compute_advantages(text, LoopConfig(advantage="stepwise", beta=0.0, step_advantage_w=1.0))
     with pytest.raises(ConfigError, match="step_advantage_w"):
         LoopConfig(step_advantage_w=-1.0)
+
+
+def test_shared_advantages_give_each_sequence_its_outputs_mean_over_the_outputs_tokens():
+    import torch
+
+    from grpo_seq.math.advantages import shared_advantages
+
+    adv = torch.tensor([[1.0, 3.0, 9.0], [2.0, 2.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, True, False]])
+    extra_mask = torch.tensor([[True, False], [True, True], [False, False]])
+    out = shared_advantages(adv, mask, torch.tensor([0, 1, 0]), extra_mask)
+    # output 0: (1 + 3) / 2 = 2 (the 9 is outside its mask); output 1: 2
+    assert out.tolist() == [[2.0, 0.0], [2.0, 2.0], [0.0, 0.0]]

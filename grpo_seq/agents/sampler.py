@@ -129,11 +129,18 @@ class AgentGroupSampler:
             raise UsageError(f"{first_error} (--drop_failed_groups dropped {dropped} groups this step, and "
                              f"{MAX_REDRAWS} draws more left too few)")
         played = [p for members in groups for p in members]
-        episodes = [as_episode(split_sequences(t.calls)[0], r.reward, r.call_rewards) for _, t, r in played]
+        sequences = [rollout_episodes(t, r) for _, t, r in played]
+        episodes = [seqs[0] for seqs in sequences]
         metrics = self._metrics(played, episodes, time.perf_counter() - t0)
         metrics["agent/calls_per_decode_batch"] = (batcher.jobs - before[1]) / max(1, batcher.batches - before[0])
         metrics["agent/dropped_groups"] = float(dropped)
-        return episodes_batch(episodes, G, self.tokenizer, self.temperature, metrics)
+        metrics["agent/sequences_per_rollout"] = sum(map(len, sequences)) / len(sequences)
+        batch = episodes_batch(episodes, G, self.tokenizer, self.temperature, metrics)
+        extra = [(row, e) for row, seqs in enumerate(sequences) for e in seqs[1:]]
+        if extra:  # a rollout whose history was rewritten (or that asked n > 1): its other sequences
+            batch.extra = episodes_batch([e for _, e in extra], G, self.tokenizer, self.temperature, partial=True)
+            batch.extra_of = torch.tensor([row for row, _ in extra])
+        return batch
 
     def play(self, policy: nn.Module, indices: Sequence[int], greedy: bool = False,
              items: Sequence[dict[str, Any]] | None = None, keep_errors: bool = False) -> list[Any]:
@@ -192,11 +199,6 @@ class AgentGroupSampler:
         if not trajectory.calls:
             raise UsageError(f"{culprit}: never called the endpoint; make the agent's calls with the client it is "
                              "given (its base_url records them)")
-        sequences = split_sequences(trajectory.calls)
-        if len(sequences) > 1:
-            raise UsageError(f"{culprit}: its {len(trajectory.calls)} calls form {len(sequences)} sequences (a call "
-                             "whose prompt continues no earlier call: the history was rewritten, or n > 1); training "
-                             "several sequences of one rollout is not supported yet")
         return index, trajectory, check_result(result, len(trajectory.calls), culprit)
 
     def _metrics(self, played: list[Played], episodes: list[Any], seconds: float) -> dict[str, float]:
@@ -215,3 +217,13 @@ class AgentGroupSampler:
         for name in names:  # over the rollouts that reported it
             metrics[f"agent/{name}"] = float(np.mean([r.metrics[name] for _, _, r in played if name in r.metrics]))
         return metrics
+
+
+def rollout_episodes(trajectory: Trajectory, result: RolloutResult) -> list[Any]:
+    """A rollout's sequences (:func:`split_sequences`) as episodes, each with the rollout's reward
+    and its own calls' share of ``call_rewards``; the first is the rollout's row of the batch."""
+    index = {id(call): k for k, call in enumerate(trajectory.calls)}
+    per_call = result.call_rewards
+    return [as_episode(seq, result.reward, None if per_call is None else [per_call[index[id(c)]] for c in seq])
+            for seq in split_sequences(trajectory.calls)]
+

@@ -10,8 +10,8 @@ prompt and completion token ids exactly as sampled and the completion's sampled 
   with mask 1. The endpoint builds a continuing prompt by appending ids to the sampled ones
   (:mod:`grpo_seq.agents.prompts`), so the ids trained are the ids sampled: no re-tokenisation.
 - A call that extends no earlier one (the harness rewrote its history: a summary, a dropped turn)
-  starts a new sequence. Each sequence carries the rollout's reward, so all of a rollout's
-  sequences would share its advantage.
+  starts a new sequence. Each sequence carries the rollout's reward; the first is the rollout's
+  row of the batch, the others ride along in ``RolloutBatch.extra`` and share its advantage.
 
 The batch is a text environment's (:mod:`grpo_seq.envs.text.sampler`, whose :class:`Episode`
 records a sequence here too): the first call's prompt as the context, every later token as the
@@ -105,7 +105,7 @@ def as_episode(calls: Sequence[Call], reward: float, call_rewards: Sequence[floa
 
 
 def episodes_batch(episodes: Sequence[Episode], num_generations: int, tokenizer: Any, temperature: float,
-                   metrics: dict[str, float] | None = None) -> RolloutBatch:
+                   metrics: dict[str, float] | None = None, partial: bool = False) -> RolloutBatch:
     """The batch of ``episodes`` (laid out group by group), as the text-environment sampler lays
     out its own: left-padded prompts as the context, right-padded conversations as the tokens,
     the replies' tokens masked in with their turns, rewards and sampled log-probs."""
@@ -120,9 +120,11 @@ def episodes_batch(episodes: Sequence[Episode], num_generations: int, tokenizer:
     )
     return RolloutBatch(
         context=t["context"], tokens=t["tokens"], mask=mask, num_generations=num_generations,
-        group=torch.arange(len(episodes) // num_generations).repeat_interleave(num_generations),
+        group=(torch.zeros(len(episodes), dtype=torch.long) if partial  # no groups: a batch's more sequences
+               else torch.arange(len(episodes) // num_generations).repeat_interleave(num_generations)),
         rewards=torch.tensor([e.total for e in episodes]), step_rewards=t["step_rewards"], step_index=t["step_index"],
         prompt_mask=t["prompt_mask"], temperature=temperature, text=texts,
         truncated=torch.tensor([e.truncated for e in episodes]),
         sampler_logp=torch.where(mask, t["logp"], torch.zeros_like(t["logp"])), metrics=dict(metrics or {}),
+        partial=partial,
     )

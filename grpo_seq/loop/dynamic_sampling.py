@@ -52,14 +52,14 @@ def _join_text(parts: list[TextSamples]) -> TextSamples:
     return TextSamples(**joined, columns={k: [v for p in parts for v in p.columns[k]] for k in parts[0].columns})
 
 
-def concat_groups(batches: list[RolloutBatch]) -> RolloutBatch:
+def concat_groups(batches: list[RolloutBatch], partial: bool = False) -> RolloutBatch:
     """One group-major batch holding every row of ``batches`` (each of whole groups, same G):
     per-token fields padded on the right to the longest ``T`` (mask False), a text prompt's ids
     and attention mask on the left (they are left-padded), per-step observations on the right;
     group ids renumbered so groups from different draws stay apart; each metric the mean over
-    the draws that report it."""
+    the draws that report it. ``partial``: the rows need not make whole groups (marked so)."""
     if len(batches) == 1:
-        return dataclasses.replace(batches[0], partial=False)
+        return dataclasses.replace(batches[0], partial=partial)
     first = batches[0]
     T = max(b.tokens.shape[1] for b in batches)
     text_context = first.prompt_mask is not None
@@ -82,7 +82,7 @@ def concat_groups(batches: list[RolloutBatch]) -> RolloutBatch:
     metrics = {k: sum(b.metrics[k] for b in batches if k in b.metrics) / sum(k in b.metrics for b in batches)
                for k in keys}
     text = _join_text([b.text for b in batches]) if first.text is not None else None
-    return dataclasses.replace(first, **out, text=text, metrics=metrics, partial=False)
+    return dataclasses.replace(first, **out, text=text, metrics=metrics, partial=partial)
 
 
 def fill_informative(draw: Callable[[], RolloutBatch], num_groups: int, max_rounds: int,

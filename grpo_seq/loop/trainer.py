@@ -22,11 +22,11 @@ from accelerate.utils import set_seed
 from torch import Tensor, nn
 
 from ..io import checkpoint as ckpt
-from ..math.advantages import compute_advantages
+from ..math.advantages import compute_advantages, shared_advantages
 from ..math.batch import RolloutBatch
 from .config import LoopConfig
 from .diagnostics import SignalWatch
-from .dynamic_sampling import fill_informative
+from .dynamic_sampling import concat_groups, fill_informative
 from .entropy_control import EntropyControl
 from ..errors import ConfigError
 from . import checkpointing
@@ -169,7 +169,7 @@ class GRPOLoop:
         t_sample = time.perf_counter() - t0
         self.scoring.score_ref(self.policy, batch)
         batch.advantages = self.scoring.advantages(self.policy, batch, getattr(self.score_fn, "weights", None))
-        train = self._for_loss(batch)
+        train = self._for_loss(self._with_extra_sequences(batch))
         live = self._rows_with_gradient(train)
         self.scoring.score_old(self.policy, train, live)
         t_scored = time.perf_counter()
@@ -224,9 +224,26 @@ class GRPOLoop:
                 f"{batch.num_generations}; LoopConfig asks for num_groups={cfg.num_groups} x num_generations="
                 f"{cfg.num_generations} = {expected[0]} outputs in groups of {expected[1]}"
             )
+        if batch.extra is not None and cfg.dynamic_sampling:
+            raise ConfigError(f"LoopConfig.dynamic_sampling: {type(self.sampler).__name__} made several sequences of "
+                              "one output (an agent whose history was rewritten), which dynamic sampling cannot keep "
+                              "together; set it to false")
         if self.score_fn is not None:
             batch = self.score_fn(batch)
         return batch.to(acc.device)
+
+    def _with_extra_sequences(self, batch: RolloutBatch) -> RolloutBatch:
+        """The batch with the more sequences its outputs made (``batch.extra``: an agent whose
+        harness rewrote its history) as rows of their own, each with the advantage of its output
+        (:func:`grpo_seq.math.advantages.shared_advantages`) and its reference log-probs; the
+        step's metrics stay those of the outputs."""
+        if batch.extra is None:
+            return batch
+        extra = batch.extra
+        self.scoring.score_ref(self.policy, extra)
+        extra.advantages = shared_advantages(batch.advantages, batch.mask, batch.extra_of, extra.mask)
+        joined = concat_groups([dataclasses.replace(batch, extra=None, extra_of=None), extra], partial=True)
+        return dataclasses.replace(joined, group=torch.cat([batch.group, batch.group[batch.extra_of]]))
 
     def _for_loss(self, batch: RolloutBatch) -> RolloutBatch:
         """The batch the loss sees: with ``mask_truncated_completions`` the outputs cut off at the

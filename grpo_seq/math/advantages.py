@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "all_equal", "equal_reward_groups", "outcome_advantages", "gdpo_advantages", "kl_penalised_rewards", "process_advantages", "stepwise_return_advantages", "broadcast_outcome",
     "discounted_returns", "compute_advantages", "steps_of_tokens", "centred_std", "anchor_states",
-    "anchor_step_advantages", "anchor_advantages", "group_advantages",
+    "anchor_step_advantages", "anchor_advantages", "group_advantages", "shared_advantages",
 ]
 
 
@@ -412,3 +412,18 @@ def steps_of_tokens(step_rewards_t: Tensor, mask_t: Tensor, step_index_t: Tensor
     r_s = step_rewards_t.new_zeros(step_rewards_t.shape[0], S).scatter_add(1, idx, torch.where(keep, step_rewards_t, 0.0))
     m_s = torch.zeros(keep.shape[0], S, device=keep.device).scatter_add(1, idx, keep.float()) > 0
     return r_s, m_s
+
+
+def shared_advantages(advantages: Tensor, mask: Tensor, owner: Tensor, extra_mask: Tensor) -> Tensor:
+    """The per-token advantages of more sequences of the batch's outputs (an agent whose history
+    was rewritten): each sequence ``e`` takes the mean advantage of its output ``o = owner[e]``
+    over that output's tokens, at each of its own tokens.
+
+        A_e,t = m_e,t * (sum_t' A_o,t' m_o,t') / max(1, sum_t' m_o,t')
+
+    An outcome advantage is one number across an output's tokens: each sequence gets that number.
+    ``advantages``, ``mask``: ``(B, T)``; ``owner``: ``(E,)`` rows of them; ``extra_mask``: ``(E, T')``."""
+    m = mask.float()
+    per_output = (advantages * m).sum(-1) / m.sum(-1).clamp(min=1.0)
+    return per_output[owner].unsqueeze(-1) * extra_mask.float()
+

@@ -107,6 +107,11 @@ class RolloutBatch:
         metrics: the sampler's and reward functions' own figures for this batch (name -> value),
             logged by the trainer with its own.
         partial: True for a minibatch made by :meth:`select`, which need not hold whole groups.
+        extra: more sequences of the batch's outputs, trained beside them, or None: an agent whose
+            harness rewrote its history made several sequences in one rollout (the first is the
+            output's row). Each takes the advantage of the output ``extra_of`` names; the loss
+            counts it as an output of its own.
+        extra_of: ``(E,)`` long, the row of this batch each row of ``extra`` belongs to.
     """
 
     context: Tensor
@@ -129,6 +134,8 @@ class RolloutBatch:
     step_anchor: Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     partial: bool = False
+    extra: "RolloutBatch | None" = None
+    extra_of: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.tokens.dim() != 2:
@@ -170,7 +177,7 @@ class RolloutBatch:
         layout is not kept); the result is checked like any other batch."""
         rows = {name: getattr(self, name)[index] for name in (*_PER_OUTPUT, "tokens") if getattr(self, name) is not None}
         text = self.text.select(index.tolist()) if self.text is not None else None
-        return dataclasses.replace(self, **rows, text=text, partial=True)
+        return dataclasses.replace(self, **rows, text=text, partial=True, extra=None, extra_of=None)
 
     @property
     def one_observation_per_token(self) -> bool:
@@ -195,5 +202,5 @@ class RolloutBatch:
         if self.tokens.device == torch.device(device):
             return self
         moved = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
-                 if isinstance(getattr(self, f.name), Tensor)}
+                 if isinstance(getattr(self, f.name), (Tensor, RolloutBatch))}
         return dataclasses.replace(self, **moved)

@@ -69,3 +69,13 @@ async def counts_company(client, item) -> dict:
     finally:
         RUNNING["now"] -= 1
     return {"reward": 0.0, "metrics": {"most_at_once": float(RUNNING["most"])}}
+
+
+async def summarises_then_answers(client, item) -> dict:
+    """Two calls, the second over a rewritten history (a summary of the first exchange, not its
+    messages): two sequences in one rollout."""
+    model = await _model(client)
+    first = (await client.chat.completions.create(model=model, messages=[{"role": "user", "content": item["question"]}]))
+    summary = f"Earlier you said: {first.choices[0].message.content!r}. Answer {item['question']}"
+    final = (await client.chat.completions.create(model=model, messages=[{"role": "user", "content": summary}]))
+    return len(final.choices[0].message.content or "") / 10

@@ -99,3 +99,40 @@ def test_drop_failed_groups_draws_another_item_in_a_failed_groups_place(user, tm
     logged = (out / "completions" / "step_0001.jsonl").read_text().splitlines()
     prompts = [json.loads(line)["prompt"] for line in logged]
     assert [p[0]["content"] for p in prompts] == ["0 + 0?", "0 + 0?", "2 + 2?", "2 + 2?"]
+
+
+def test_a_rollout_whose_history_was_rewritten_trains_both_sequences(user, tmp_path):
+    out = tmp_path / "run"
+    main(["train-agent", "--model", str(user / "tiny"), "--rollout", "agent_programs:summarises_then_answers",
+          "--dataset", str(user / "items.jsonl"), "--max_steps", "2", "--output_dir", str(out), *TINY])
+    steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if '"step"' in x]
+    assert [s["agent/sequences_per_rollout"] for s in steps] == [2.0, 2.0] and all(s["agent/calls"] == 2 for s in steps)
+
+
+def test_more_sequences_of_an_output_join_the_loss_with_its_advantage():
+    """GRPOLoop's join (a stand-in loop: only its reference scoring is used): the outputs' rows,
+    then each extra sequence with its output's mean advantage over the output's tokens, its group."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from grpo_seq.loop.trainer import GRPOLoop
+    from grpo_seq.math.batch import RolloutBatch
+
+    def rows(tokens, mask, **kw):
+        return RolloutBatch(context=torch.ones(len(tokens), 2, dtype=torch.long), tokens=torch.tensor(tokens),
+                            mask=torch.tensor(mask), num_generations=2, prompt_mask=torch.ones(len(tokens), 2,
+                                                                                                dtype=torch.bool), **kw)
+
+    batch = rows([[1, 2, 3], [4, 5, 0]], [[True, True, True], [True, True, False]], group=torch.tensor([0, 0]),
+                 rewards=torch.tensor([1.0, 0.0]))
+    batch.advantages = torch.tensor([[0.5, 0.5, 0.5], [-0.5, -0.5, 0.0]])
+    batch.extra = rows([[7, 8]], [[True, True]], group=torch.tensor([0]), rewards=torch.tensor([0.0]), partial=True)
+    batch.extra_of = torch.tensor([1])
+    scored = []
+    loop = SimpleNamespace(scoring=SimpleNamespace(score_ref=lambda policy, b: scored.append(b)), policy=None)
+    joined = GRPOLoop._with_extra_sequences(loop, batch)
+    assert scored == [batch.extra] and joined.partial and joined.extra is None
+    assert joined.tokens.tolist() == [[1, 2, 3], [4, 5, 0], [7, 8, 0]]
+    assert joined.advantages[2].tolist() == [-0.5, -0.5, 0.0]  # its output's, on its own tokens
+    assert joined.group.tolist() == [0, 0, 0] and joined.mask[2].tolist() == [True, True, False]
