@@ -136,3 +136,13 @@ def test_more_sequences_of_an_output_join_the_loss_with_its_advantage():
     assert joined.tokens.tolist() == [[1, 2, 3], [4, 5, 0], [7, 8, 0]]
     assert joined.advantages[2].tolist() == [-0.5, -0.5, 0.0]  # its output's, on its own tokens
     assert joined.group.tolist() == [0, 0, 0] and joined.mask[2].tolist() == [True, True, False]
+
+
+def test_dynamic_sampling_refuses_rollouts_of_several_sequences_in_one_line(user, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["train-agent", "--model", str(user / "tiny"), "--rollout", "agent_programs:summarises_then_answers",
+              "--dataset", str(user / "items.jsonl"), "--max_steps", "1", "--dynamic_sampling", "true",
+              "--output_dir", str(tmp_path / "run"), *TINY])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and err.startswith("error: LoopConfig.dynamic_sampling: AgentGroupSampler made several "
+                                                   "sequences of one output"), err
