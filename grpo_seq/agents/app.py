@@ -75,4 +75,3 @@ def _reply(request: ChatRequest | TextRequest, body: dict[str, Any], chunks: Any
         return body
     usage = bool((request.stream_options or {}).get("include_usage"))
     return StreamingResponse(chunks(body, usage), media_type="text/event-stream")
-

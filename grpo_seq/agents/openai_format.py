@@ -190,4 +190,3 @@ def text_chunks(body: dict[str, Any], include_usage: bool) -> Iterator[str]:
     if include_usage:
         yield _sse({**head, "choices": [], "usage": body["usage"]})
     yield "data: [DONE]\n\n"
-

@@ -226,4 +226,3 @@ def rollout_episodes(trajectory: Trajectory, result: RolloutResult) -> list[Any]
     per_call = result.call_rewards
     return [as_episode(seq, result.reward, None if per_call is None else [per_call[index[id(c)]] for c in seq])
             for seq in split_sequences(trajectory.calls)]
-

@@ -426,4 +426,3 @@ def shared_advantages(advantages: Tensor, mask: Tensor, owner: Tensor, extra_mas
     m = mask.float()
     per_output = (advantages * m).sum(-1) / m.sum(-1).clamp(min=1.0)
     return per_output[owner].unsqueeze(-1) * extra_mask.float()
-
