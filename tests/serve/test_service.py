@@ -18,6 +18,28 @@ ROUTES = [("get", "/jobs"), ("get", "/models"), ("post", "/train"), ("post", "/i
           ("delete", "/jobs/x"), ("get", "/jobs/x/metrics")]
 
 
+def test_the_service_runs_the_same_job_as_the_command_line(server, trained, tmp_path):
+    """One job, every door (tests/jobs/test_doors.py has the CLI, the SB3 class and a spec file):
+    the service's run of CARTPOLE evaluates at the same env steps to the same returns as the
+    command line's with the same options and seed, and solves at the same step."""
+    import json
+
+    from grpo_seq.cli.programs import train_env
+
+    summary = train_env(["--env_id", "CartPole-v1", "--total_env_steps", str(CARTPOLE["total_timesteps"]), "--seed",
+                         str(CARTPOLE["seed"]), "--eval_every", str(CARTPOLE["eval_every"]), "--stop_after_solved",
+                         str(CARTPOLE["stop_after_solved"]), "--output_dir", str(tmp_path / "cli")])
+
+    def evaluations(run_dir):
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        return [(r["perf/tokens_total"], r["eval/return"]) for r in rows if "eval/return" in r]
+
+    served = server.store / "jobs" / trained["id"] / "run"
+    assert summary["solved_env_steps"] is not None
+    assert evaluations(served) == evaluations(tmp_path / "cli")
+    assert json.loads((served / "summary.json").read_text())["solved_env_steps"] == summary["solved_env_steps"]
+
+
 def test_cartpole_trains_to_solved_through_the_api_and_answers_actions(server, trained):
     from grpo_seq.io.serialization import load_policy
 
