@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from .endpoint import PolicyEndpoint
 from .openai_format import APIError, ChatRequest, TextRequest, chat_chunks, error_body, text_chunks
 
-__all__ = ["make_app"]
+__all__ = ["make_app", "reply_or_stream"]
 
 
 def make_app(endpoint: PolicyEndpoint) -> FastAPI:
@@ -52,24 +52,24 @@ def make_app(endpoint: PolicyEndpoint) -> FastAPI:
 
     @app.post("/v1/chat/completions", dependencies=[Depends(authorized)])
     def chat(request: ChatRequest) -> Any:
-        return _reply(request, endpoint.complete(request, None), chat_chunks)
+        return reply_or_stream(request, endpoint.complete(request, None), chat_chunks)
 
     @app.post("/rollouts/{rollout_id}/v1/chat/completions", dependencies=[Depends(authorized)])
     def rollout_chat(rollout_id: str, request: ChatRequest) -> Any:
-        return _reply(request, endpoint.complete(request, rollout_id), chat_chunks)
+        return reply_or_stream(request, endpoint.complete(request, rollout_id), chat_chunks)
 
     @app.post("/v1/completions", dependencies=[Depends(authorized)])
     def text(request: TextRequest) -> Any:
-        return _reply(request, endpoint.complete_text(request, None), text_chunks)
+        return reply_or_stream(request, endpoint.complete_text(request, None), text_chunks)
 
     @app.post("/rollouts/{rollout_id}/v1/completions", dependencies=[Depends(authorized)])
     def rollout_text(rollout_id: str, request: TextRequest) -> Any:
-        return _reply(request, endpoint.complete_text(request, rollout_id), text_chunks)
+        return reply_or_stream(request, endpoint.complete_text(request, rollout_id), text_chunks)
 
     return app
 
 
-def _reply(request: ChatRequest | TextRequest, body: dict[str, Any], chunks: Any) -> Any:
+def reply_or_stream(request: ChatRequest | TextRequest, body: dict[str, Any], chunks: Any) -> Any:
     """The reply's body, or with ``stream: true`` its events (generated, and so checked, before the first)."""
     if not request.stream:
         return body

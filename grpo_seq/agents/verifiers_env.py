@@ -16,8 +16,6 @@ endpoint enforces.
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from typing import Any
 
@@ -49,20 +47,17 @@ class VerifiersRollout:
                               sampling=vf.SamplingConfig())
         episode = await self.env.run_episode(self.task(item), ctx)
         trace = episode.traces[0] if episode.traces else None
-        if not episode.ok or trace is None or not getattr(trace, "ok", True):
+        if not episode.ok or trace is None or not trace.ok:
             raise RuntimeError(f"the verifiers episode failed: {_errors(episode, trace)}")
-        metrics = {str(k): float(v) for k, v in (trace.metrics or {}).items()
-                   if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)}
-        return {"reward": trace.reward, "metrics": metrics}
+        # a metric the rubric did not compute is None; the rest are checked as any rollout's are
+        return {"reward": trace.reward, "metrics": {k: v for k, v in (trace.metrics or {}).items() if v is not None}}
 
 
 def _errors(episode: Any, trace: Any) -> str:
     """verifiers' errors of a failed episode (its own and its trace's: a harness's land on the
     trace), each as its type and the first line of its message."""
-    found = list(episode.errors) + list(getattr(trace, "errors", None) or [])
-    lines = [f"{getattr(e, 'type', type(e).__name__)}: {str(getattr(e, 'message', e)).splitlines()[0]}"
-             if str(getattr(e, "message", e)) else str(getattr(e, "type", e)) for e in found]
-    return "; ".join(lines) or "no trace"
+    found = [*episode.errors, *(trace.errors if trace is not None else [])]
+    return "; ".join(f"{e.type}: {next(iter(str(e.message).splitlines()), '')}" for e in found) or "no trace"
 
 
 def verifiers_rollout(path: str, config: str | None = None) -> VerifiersRollout:

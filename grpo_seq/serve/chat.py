@@ -16,10 +16,11 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from ..agents.app import reply_or_stream
 from ..agents.openai_format import APIError, ChatRequest, chat_chunks, completion_body, error_body, reply_message
 from ..agents.prompts import PromptBuilder
 from .requests import RequestError, parse_json
@@ -132,7 +133,4 @@ def chat_routes(router: APIRouter, service: Any) -> None:
             body = await run_in_threadpool(_answer, service, parsed)
         except APIError as e:
             return _refused(e)
-        if parsed.stream:
-            usage = bool((parsed.stream_options or {}).get("include_usage"))
-            return StreamingResponse(chat_chunks(body, usage), media_type="text/event-stream")
-        return JSONResponse(body)
+        return reply_or_stream(parsed, body, chat_chunks) if parsed.stream else JSONResponse(body)

@@ -92,7 +92,7 @@ class Trace:
 @dataclass
 class Episode:
     ok: bool
-    errors: list[str]
+    errors: list[Error]
     traces: list[Trace]
 
 
@@ -113,7 +113,7 @@ class Env:
             async with http.stream("POST", f"{ctx.client.base_url}/chat/completions", json=body,
                                    headers={"Authorization": f"Bearer {key}"}) as r:
                 if r.status_code != 200:
-                    return Episode(False, [f"ProviderError: {r.status_code} {(await r.aread()).decode()}"], [])
+                    return Episode(False, [Error("ProviderError", f"{r.status_code} {(await r.aread()).decode()}")], [])
                 async for line in r.aiter_lines():
                     if line == "data: [DONE]":
                         done = True
@@ -121,7 +121,7 @@ class Env:
                         chunk = json.loads(line[len("data: "):])
                         text += "".join(c["delta"].get("content") or "" for c in chunk["choices"])
         if not done:
-            return Episode(False, ["ProviderError: the stream ended without [DONE]"], [])
+            return Episode(False, [Error("ProviderError", "the stream ended without [DONE]")], [])
         reward, metrics = await task.score(text)
         return Episode(True, [], [Trace(reward, {**metrics, "unscored": None})])
 
