@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_seq.scoring.heldout import HeldOutSet, best_constant_of, compare, summary_line
+from grpo_seq.scoring.heldout import HeldOutSet, best_constant_of, compare, majority_answer, summary_line
 from grpo_seq.scoring.rewards import RewardScorer
 from grpo_seq.math.stats import newcombe_paired_interval, wilson_interval
 
@@ -59,3 +59,11 @@ def test_the_summary_line_says_when_an_interval_holds_zero():
     assert "best constant answer '<a>1</a>' 75.0%" in line and "trained minus it -25.0 points" in line
     base_only = summary_line({"metric": "exact", **compare([0, 1, 0, 0], None, ("<a>1</a>", [1, 1, 1, 0]))})
     assert "trained" not in base_only and "base minus it -50.0 points" in base_only
+
+
+def test_the_majority_answer_scores_the_items_that_share_the_most_common_one():
+    rows = [{"answer": "2"}, {"answer": 1}, {"answer": "1"}, {"answer": "3"}]
+    assert majority_answer(rows) == ("1", [0.0, 1.0, 1.0, 0.0])  # 1 and "1" are one answer
+    assert majority_answer([{"answer": "a"}, {"answer": "b"}]) == ("a", [1.0, 0.0])  # a tie: the first seen
+    assert majority_answer([{"answer": "2"}, {"question": "no answer"}]) is None
+    assert majority_answer([]) is None

@@ -31,6 +31,7 @@ from ..io.serialization import atomic_write_text
 from ..loop.cpu_share import IdleCores
 from ..loop.trainer import GRPOLoop
 from ..math.stats import paired_difference
+from ..scoring.heldout import compare, majority_answer, summary_line
 from ..policies import CausalLMPolicy
 from .agent_spec import AgentJob
 from .budget import shrink
@@ -151,9 +152,10 @@ def run_agent_job(spec: AgentJob, callbacks: JobCallbacks | Sequence[JobCallback
 class AgentHeldOutEval(JobCallbacks):
     """Before the first step and after the last, on the main process: the rollout once per held-out
     item, greedy (:func:`grpo_seq.agents.evaluation.evaluate_agent`). At the end both go into
-    ``<output_dir>/eval_heldout/`` (``eval.json`` with the figures and the paired difference of the
-    rewards, ``before.jsonl`` and ``after.jsonl`` with each item's conversation) and the summary's
-    ``heldout``."""
+    ``<output_dir>/eval_heldout/`` (``eval.json``: the mean reward and calls, and the LM programs'
+    figures on the rewards: each side's score with its interval, the paired difference, and where
+    the items have an ``answer`` the majority answer's score; ``before.jsonl`` and ``after.jsonl``
+    with each item's conversation) and the summary's ``heldout``; one line sums it up."""
 
     def __init__(self, spec: AgentJob, items: Any):
         self.spec, self.items = spec, items
@@ -176,13 +178,11 @@ class AgentHeldOutEval(JobCallbacks):
         for when, (_, records) in self.played.items():
             atomic_write_text(out / f"{when}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         figures: dict[str, Any] = {when: played[0] for when, played in self.played.items()}
-        if "after" in self.played:
-            figures["after_minus_before"] = paired_difference([r["reward"] for r in self.played["before"][1]],
-                                                              [r["reward"] for r in self.played["after"][1]])
+        rewards = {when: [r["reward"] for r in played[1]] for when, played in self.played.items()}
+        if "after" in rewards:
+            figures["after_minus_before"] = paired_difference(rewards["before"], rewards["after"])
+        # the LM programs' figures on the same items: intervals, the majority answer beside them
+        figures.update(metric="reward", **compare(rewards["before"], rewards.get("after"), majority_answer(self.items)))
         atomic_write_text(out / "eval.json", json.dumps({"rollout": self.spec.rollout, **figures}, indent=2))
         summary["heldout"] = figures
-        if "after" in figures:
-            d = figures["after_minus_before"]
-            run.say(f"held-out rollouts, {len(self.items)} items: reward after minus before {d['value']:+.3f} "
-                    f"[{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]"
-                    + ("" if d["interval"][0] > 0 else " (the interval holds 0: no gain shown)"))
+        run.say(summary_line(figures))

@@ -25,7 +25,8 @@ from ..generation.greedy import greedy_completions
 from .rewards import RewardScorer
 from ..math.stats import best_constant, is_binary, mean_interval, paired_difference
 
-__all__ = ["HeldOutSet", "compare", "summary_line", "score_greedy", "best_constant_of", "MAX_CONSTANT_CANDIDATES"]
+__all__ = ["HeldOutSet", "compare", "summary_line", "score_greedy", "best_constant_of", "majority_answer",
+           "MAX_CONSTANT_CANDIDATES"]
 
 MAX_CONSTANT_CANDIDATES = 40  # the most frequent answers of each kind tried as the constant answer
 
@@ -160,3 +161,14 @@ def best_constant_of(heldout: HeldOutSet, *answered: Sequence[dict]) -> tuple[st
     """The best constant answer on ``heldout``'s items, among the completions in ``answered`` and
     the gold answers (:meth:`HeldOutSet.candidates`), with its per-item scores."""
     return best_constant(heldout.candidates(*answered), heldout.constant_scores)
+
+
+def majority_answer(rows: Sequence[dict], key: str = "answer") -> tuple[str, list[float]] | None:
+    """The majority baseline of items scored by a program of their own (an agent's rollout): the
+    most common gold ``key`` among ``rows`` (the first seen on ties) and, per row, 1.0 where it is
+    that row's, as if given to every item and scored by exact match. None unless every row has one."""
+    answers = [row.get(key) if isinstance(row, dict) else None for row in rows]
+    if not answers or any(a is None for a in answers):
+        return None
+    text = Counter(map(str, answers)).most_common(1)[0][0]
+    return text, [float(str(a) == text) for a in answers]

@@ -21,8 +21,14 @@ def user(tmp_path_factory) -> Path:
     """A user's folder: a tiny model and a few items (the agents come from agent_programs.py)."""
     root = tmp_path_factory.mktemp("agent_user")
     save_tiny_lm(root / "tiny")
-    (root / "items.jsonl").write_text("".join(json.dumps({"question": f"{i} + {i}?"}) + "\n" for i in range(3)))
+    (root / "items.jsonl").write_text("".join(json.dumps({"question": f"{i} + {i}?", "answer": str(i + i)}) + "\n"
+                                              for i in range(3)))
     return root
+
+
+def before_and_after(out: Path) -> list[list[dict]]:
+    return [[json.loads(x) for x in (out / "eval_heldout" / f"{w}.jsonl").read_text().splitlines()]
+            for w in ("before", "after")]
 
 
 def test_train_agent_trains_a_two_call_agent_and_evaluates_it(user, tmp_path):
@@ -39,6 +45,11 @@ def test_train_agent_trains_a_two_call_agent_and_evaluates_it(user, tmp_path):
                                                                   ("assistant", True)]
     heldout = json.loads((out / "eval_heldout" / "eval.json").read_text())
     assert heldout["before"]["items"] == heldout["after"]["items"] == 2 and "after_minus_before" in heldout
+    # the LM programs' figures on the rewards: intervals, the paired difference, the majority answer ("0": a tie)
+    assert heldout["n"] == 2 and heldout["scores"]["base"] == [r["reward"] for r in before_and_after(out)[0]]
+    assert len(heldout["base"]["interval"]) == len(heldout["trained"]["interval"]) == 2
+    assert heldout["best_constant"]["completion"] == "0" and heldout["scores"]["best_constant"] == [1.0, 0.0]
+    assert "trained_minus_base" in heldout and "trained_minus_constant" in heldout
     assert len((out / "eval_heldout" / "after.jsonl").read_text().splitlines()) == 2
     spec = load_spec(out / "config.json")
     assert isinstance(spec, AgentJob) and spec.rollout == "agent_programs:tool_then_answer"
