@@ -2,6 +2,8 @@
 tuned hyper-parameters, read from the installed rl_zoo3 package (``hyperparams/ppo.yml``).
 
     python benchmarks/control_vs_sb3.py --envs CartPole-v1 Acrobot-v1 MountainCar-v0 LunarLander-v3 --seeds 0 1 2 3 4
+    python benchmarks/control_vs_sb3.py --envs Pendulum-v1 MountainCarContinuous-v0 --seeds 2000 2001 2002 2003 2004 \
+        --stop_after 0 --out benchmarks/results/continuous_vs_sb3/result.json
 
 Needs the ``bench`` and ``control`` extras (``pip install -e ".[bench,control]"``: stable-baselines3,
 matplotlib, rl_zoo3, box2d).
@@ -10,7 +12,12 @@ What runs, per env and seed, alternating which system goes first from seed to se
 machine drift hits both alike, each in its own subprocess (so peak memory belongs to one run):
 - ours: ``python recipes/gym_env.py --env_id E --seed S`` with the recipe's defaults for E;
 - SB3: PPO("MlpPolicy") with rl-zoo3's settings for E (``n_envs``, ``normalize`` as
-  ``VecNormalize``, ``lin_`` schedules), its budget ``n_timesteps``, one torch thread.
+  ``VecNormalize``, ``lin_`` schedules, ``policy_kwargs``, gSDE where it says ``use_sde``), its
+  budget ``n_timesteps``, one torch thread. rl-zoo3 tunes MuJoCo's v4 envs; a v5 env takes them.
+A continuous action is ours cut into bins (its defaults' ``action_bins``) and SB3's Gaussian
+policy's own: SB3 is evaluated on the env's actions (its mean action, clipped to the bounds, as its
+``predict`` gives), ours on the bins' values. An env without a ``reward_threshold`` takes
+``THRESHOLDS``'s.
 Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
 ``grpo_seq.scoring.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
 ``VecNormalize`` observation statistics), reset seeds from ``eval_stream_seed(seed)`` on (each
@@ -41,9 +48,25 @@ from cartpole_vs_sb3 import SB3Actor, fmt, inf_if_none, jsonable, linear_schedul
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")
-EVAL_EVERY = {"CartPole-v1": 1_000, "Acrobot-v1": 5_000, "MountainCar-v0": 10_000, "LunarLander-v3": 20_000}
+EVAL_EVERY = {"CartPole-v1": 1_000, "Acrobot-v1": 5_000, "MountainCar-v0": 10_000, "LunarLander-v3": 20_000,
+              "Pendulum-v1": 5_000, "MountainCarContinuous-v0": 5_000, "LunarLanderContinuous-v3": 20_000,
+              "HalfCheetah-v5": 20_000, "Hopper-v5": 20_000}
+# Pendulum registers no threshold: -200 is where its pendulum swings up and stays up from most starts
+# (rl-zoo3's PPO ends near -170 on its benchmark page)
+THRESHOLDS = {"Pendulum-v1": -200.0}
 SYSTEMS = ("ours", "sb3")
-LONG = ("MountainCar-v0", "LunarLander-v3")  # SB3's budget there is 1M env steps: minutes a run
+# SB3's budget there is 1M env steps: minutes a run
+LONG = ("MountainCar-v0", "LunarLander-v3", "LunarLanderContinuous-v3", "HalfCheetah-v5", "Hopper-v5")
+
+
+def threshold_of(env_id: str) -> float:
+    """The env's ``reward_threshold``, else :data:`THRESHOLDS`'s."""
+    import gymnasium as gym
+
+    value = gym.spec(env_id).reward_threshold
+    if value is None and env_id not in THRESHOLDS:
+        raise SystemExit(f"{env_id} has no reward_threshold; add one to THRESHOLDS")
+    return float(THRESHOLDS[env_id] if value is None else value)
 
 
 def zoo_settings(env_id: str) -> dict[str, Any]:
@@ -52,23 +75,56 @@ def zoo_settings(env_id: str) -> dict[str, Any]:
     import yaml
 
     table = yaml.safe_load(Path(rl_zoo3.__file__).with_name("hyperparams").joinpath("ppo.yml").read_text())
+    if env_id not in table and env_id.endswith("-v5") and env_id[:-1] + "4" in table:
+        env_id = env_id[:-1] + "4"  # rl-zoo3 tunes MuJoCo's v4; v5 is the same task with fixes
     if env_id not in table:
         raise SystemExit(f"rl_zoo3's ppo.yml has no entry for {env_id}")
     return dict(table[env_id])
 
 
 def ppo_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    """PPO keyword arguments from an rl-zoo3 entry: ``lin_<x>`` becomes a linear schedule; the
-    entries that are not PPO arguments (env count, budget, normalisation) are left out."""
+    """PPO keyword arguments from an rl-zoo3 entry: ``lin_<x>`` becomes a linear schedule,
+    ``policy_kwargs`` (Python source in the file) is evaluated as rl-zoo3 does, with ``nn`` in scope;
+    the entries that are not PPO arguments (env count, budget, normalisation) are left out."""
+    from torch import nn
+
     skip = {"n_envs", "n_timesteps", "policy", "normalize"}
-    if "policy_kwargs" in settings:
-        raise SystemExit("policy_kwargs in rl-zoo3's entry: not supported by this script")
     out = {}
     for k, v in settings.items():
         if k in skip:
             continue
+        if k == "policy_kwargs" and isinstance(v, str):
+            out[k] = eval(v, {"dict": dict, "nn": nn})  # noqa: S307 - rl-zoo3's own file, as rl-zoo3 reads it
+            continue
         out[k] = linear_schedule(float(v[4:])) if isinstance(v, str) and v.startswith("lin_") else v
     return out
+
+
+class NativeEvaluator:
+    """``PolicyEvaluator``'s episodes (its seed stream, each env's first episode) on the env's own
+    actions: ``act(obs)`` gives them, clipped to a ``Box``'s bounds."""
+
+    def __init__(self, env_id: str, num_episodes: int, seed: int):
+        import gymnasium as gym
+
+        self.envs = gym.make_vec(env_id, num_envs=num_episodes, vectorization_mode="sync")
+        self.num_episodes, self.seed = num_episodes, seed
+        self.max_steps = gym.spec(env_id).max_episode_steps or 100_000
+
+    def __call__(self, act: Any) -> Any:
+        import numpy as np
+
+        seed, self.seed = self.seed, self.seed + self.num_episodes
+        obs, _ = self.envs.reset(seed=seed)
+        space = self.envs.single_action_space
+        returns, alive = np.zeros(self.num_episodes), np.ones(self.num_episodes, dtype=bool)
+        for _ in range(self.max_steps):
+            obs, reward, terminated, truncated, _ = self.envs.step(np.clip(act(obs), space.low, space.high))
+            returns += np.where(alive, reward, 0.0)
+            alive &= ~(terminated | truncated)
+            if not alive.any():
+                break
+        return returns
 
 
 class NormalizedActor(SB3Actor):
@@ -104,7 +160,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
 
     torch.set_num_threads(1)
     zoo = zoo_settings(env_id)
-    threshold = gym.spec(env_id).reward_threshold
+    threshold = threshold_of(env_id)
     env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed)
     if zoo.get("normalize"):
         env = VecNormalize(env, gamma=zoo.get("gamma", 0.99))
@@ -112,6 +168,9 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     model.set_logger(Logger(folder=None, output_formats=[]))
     actor = NormalizedActor(model.policy, env) if zoo.get("normalize") else SB3Actor(model.policy)
     evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed))
+    if isinstance(env.action_space, gym.spaces.Box):  # the Gaussian policy's own actions, as predict gives them
+        native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
+        evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
 
     class Evaluations(BaseCallback):
         def __init__(self) -> None:
@@ -151,6 +210,8 @@ def run_ours(env_id: str, seed: int, eval_every: int, stop_after: int, keep: Pat
         cmd = [sys.executable, str(ROOT / "recipes/gym_env.py"), "--env_id", env_id, "--seed", str(seed),
                "--eval_every", str(eval_every), "--eval_episodes", "10", "--stop_after_solved", str(stop_after),
                "--output_dir", str(run)]
+        if env_id in THRESHOLDS:
+            cmd += ["--solved_return", str(THRESHOLDS[env_id])]
         res = subprocess.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
         if res.returncode:
             raise RuntimeError(f"{shlex.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
@@ -264,9 +325,7 @@ def main() -> None:
         print(json.dumps(sb3_worker(args.envs[0], args.seeds[0], every(args.envs[0]), args.stop_after)))
         return
 
-    import gymnasium as gym
-
-    thresholds = {e: float(gym.spec(e).reward_threshold) for e in args.envs}
+    thresholds = {e: threshold_of(e) for e in args.envs}
     earlier_seeds: dict[str, list[int]] = {}
     runners = {"ours": run_ours, "sb3": run_sb3}
     rows, t0 = [], time.perf_counter()

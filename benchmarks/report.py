@@ -111,10 +111,13 @@ def cartpole_vs_sb3() -> tuple[str, list]:
     return text, headline
 
 
-def control_vs_sb3() -> tuple[str, list]:
-    if not (RESULTS / "control_vs_sb3/result.json").exists():
+def control_vs_sb3(name: str = "control_vs_sb3",
+                   title: str = "The classic control suite against Stable-Baselines3 PPO") -> tuple[str, list]:
+    """A record of benchmarks/control_vs_sb3.py: the classic control suite, or (``continuous_vs_sb3``)
+    continuous control."""
+    if not (RESULTS / f"{name}/result.json").exists():
         return "", []
-    d = load("control_vs_sb3/result.json")
+    d = load(f"{name}/result.json")
     rows = []
     for env_id, sm in d["summary"].items():
         o, b = sm["ours"], sm["sb3"]
@@ -125,7 +128,7 @@ def control_vs_sb3() -> tuple[str, list]:
                      f"{fmt(o['final_eval_return'], '.1f')} / {fmt(b['final_eval_return'], '.1f')}",
                      f"{fmt(o['peak_rss_gib'])} / {fmt(b['peak_rss_gib'])}"])
     st = d["settings"]
-    text = ("## The classic control suite against Stable-Baselines3 PPO\n\n"
+    text = (f"## {title}\n\n"
             "Ours: `recipes/gym_env.py --env_id E` with the env's defaults. SB3: PPO with rl-zoo3's tuned settings for "
             "E, read from the installed rl_zoo3 package (`hyperparams/ppo.yml`: n_envs, VecNormalize where it says "
             "normalize, linear schedules, its n_timesteps budget). Both: one torch thread, 10 greedy episodes of "
@@ -143,7 +146,7 @@ def control_vs_sb3() -> tuple[str, list]:
                      "seconds: SB3", "seconds, ours / SB3", "env steps, ours / SB3", "final return: ours / SB3",
                      "peak RSS GiB: ours / SB3"], rows)
             + "\nSeeds: " + "; ".join(f"{e} {', '.join(map(str, v))}" for e, v in st["seeds"].items()) + ".\n\n"
-            + plot("control_vs_sb3", "eval return against env steps and seconds, per env"))
+            + plot(name, "eval return against env steps and seconds, per env"))
     others = [e for e in d["summary"] if not e.startswith("CartPole")]
     solved = {s: sum(d["summary"][e][s]["solved"] for e in others) for s in ("ours", "sb3")}
     runs = sum(d["summary"][e]["ours"]["runs"] for e in others)
@@ -154,6 +157,10 @@ def control_vs_sb3() -> tuple[str, list]:
                     f"{e.split('-')[0]} {fmt(d['summary'][e]['ours']['final_eval_return'], '.0f')} / "
                     f"{fmt(d['summary'][e]['sb3']['final_eval_return'], '.0f')}" for e in others))]
     return text, headline
+
+
+def continuous_vs_sb3() -> tuple[str, list]:
+    return control_vs_sb3("continuous_vs_sb3", "Continuous control against Stable-Baselines3 PPO")
 
 
 def family_ablation() -> tuple[str, list]:
@@ -879,7 +886,7 @@ def sb3_readme_example() -> tuple[str, list]:
                      fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired])
     st = d["settings"]
     text = ("## Stable-Baselines3's README example through GRPO, over seeds\n\n"
-            f"`benchmarks/sb3_readme_example.py`: `GRPO(\"MlpPolicy\", \"CartPole-v1\", "
+            "`benchmarks/sb3_readme_example.py`: `GRPO(\"MlpPolicy\", \"CartPole-v1\", "
             + ", ".join(f"{k}={v}" for k, v in st["example"].items())
             + f")` (SB3's meaning: a constant rate, minibatches of 64 env steps, 10 passes), {st['steps']:,} env steps, "
             f"then {st['episodes']} greedy episodes; a seed passes when its lowest return is at least {st['bar']}. "
@@ -892,7 +899,7 @@ def sb3_readme_example() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, continuous_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead, sb3_readme_example):
         text, head = fn()
         if text:
@@ -1169,7 +1176,9 @@ def lm_arm_questions() -> list[str]:
         for arm, runs in arms.items():
             f = _over_seeds(runs)
             mean_t = [statistics.mean(c) for c in zip(*(r["heldout"]["scores"]["trained"] for r in runs))]
-            rows.append([arm, _options(runs[0].get("over") or {}), len(runs), f"{f['steps']:g}", f"{100 * f['trained']:.1f}%",
+            shown = ("its items given to an agent program ([agents guide](guides/agents.md#does-an-agent-learn))"
+                     if runs[0].get("program") == "agent" else _options(runs[0].get("over") or {}))
+            rows.append([arm, shown, len(runs), f"{f['steps']:g}", f"{100 * f['trained']:.1f}%",
                          _points(f["gain"]), "-" if arm == "defaults" else
                          _points(items_interval([a - b for a, b in zip(mean_t, ref)], ref))])
         out.append(f"## Which options of the LM recipe learn `{task}` best in {minutes:g} minutes?\n\n"
@@ -1262,9 +1271,42 @@ def sb3_identity() -> str:
             + table(["env", "arm", "passed", "median", f"seed {st['test_seed']}"], rows))
 
 
+def agent_learning() -> str:
+    """The agent door's held-out gains (the lm_learning record's ``agent`` arms: a task's items given
+    to examples/agent/reasoning_gym_agent.py) beside the reasoning-gym recipe's defaults on the same
+    items, for docs/guides/agents.md."""
+    d = load("lm_learning/result.json")
+    groups = _learning_groups(d["rows"])
+    rows = []
+    for (task, options, task_seed, arm, minutes), runs in groups.items():
+        if runs[0].get("program") != "agent":
+            continue
+        recipe = groups.get((task, options, task_seed, "defaults", minutes))
+        for label, these in (("agent: `train-agent`, one call through the endpoint", runs),
+                             ("the same items, `recipes/reasoning_gym.py`", recipe)):
+            if not these:
+                continue
+            f = _over_seeds(these)
+            rows.append([f"`{task}`", label, len(these), f"{f['steps']:g}", f"{100 * f['base']:.1f}%",
+                         f"{100 * f['trained']:.1f}%", _points(f["gain"]),
+                         f"{100 * f['constant'][1]:.1f}%" if "constant" in f else "-",
+                         _points(f["over_constant"]) if "over_constant" in f else "-"])
+    if not rows:
+        return "No agent run recorded yet.\n"
+    return ('<!-- skip: next "the benchmark itself: an hour of CPU a task" -->\n' + provenance(d["meta"]) + "\n"
+            "`python benchmarks/lm_learning.py --task TASK --program agent --arm agent`: each seed trained for the "
+            "minutes of the recipe's runs beside it, then the base and trained models' greedy rollouts on the same "
+            "held-out items (points: trained minus base, and trained minus the best constant answer, per item "
+            "averaged over seeds, 95% interval over the items).\n\n"
+            + table(["task", "program", "seeds", "steps (median)", "base", "trained (mean)", "gain, points [95%]",
+                     "best constant", "over it, points [95%]"], rows))
+
+
 GUIDE_TABLES = {DOCS / "guides" / "reasoning-tasks.md": {"reasoning_gym_base": reasoning_gym_base},
                 DOCS / "guides" / "text_envs.md": {"text_env_before_after": text_env_guide_table},
-                DOCS / "guides" / "sb3.md": {"sb3_suite": sb3_suite_counts, "sb3_identity": sb3_identity}}
+                DOCS / "guides" / "sb3.md": {"sb3_suite": sb3_suite_counts, "sb3_identity": sb3_identity},
+                DOCS / "guides" / "agents.md": {"agent_learning": agent_learning}}
+RECORD_OF = {"agent_learning": "lm_learning"}  # a table named otherwise than the record it reads
 
 
 def guide_tables() -> dict[Path, str]:
@@ -1275,7 +1317,7 @@ def guide_tables() -> dict[Path, str]:
         text = path.read_text()
         for name, make in tables.items():
             start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-            if start in text and (RESULTS / name / "result.json").exists():
+            if start in text and (RESULTS / RECORD_OF.get(name, name) / "result.json").exists():
                 text = re.sub(re.escape(start) + r".*?" + re.escape(end),
                               lambda _m: f"{start}\n{HEADER}{make()}{end}", text, flags=re.S)
         files[path] = text

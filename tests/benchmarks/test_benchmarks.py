@@ -466,3 +466,32 @@ def test_lm_learning_compares_every_reward_function_per_item_over_seeds():
     assert "| `gsm8k` | defaults | 3 | 15 | `format` | 25.0% | 100.0% | +75.0 [+26.0, +75.0] |" in text
     assert headline == ["GSM8K, 4 dev problems (defaults arm, 3 seeds, 15 min): correctness 0% -> 0%, "
                         "+0.0 [+0.0, +0.0] (holds 0) points; format 25% -> 100%, +75.0 [+26.0, +75.0] points"]
+
+
+def test_control_vs_sb3_reads_rl_zoos_policy_kwargs_and_scores_sb3_on_the_envs_own_actions():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import control_vs_sb3 as c
+    finally:
+        sys.path.pop(0)
+    import gymnasium as gym
+    import numpy as np
+    from torch import nn
+
+    kwargs = c.ppo_kwargs({"n_envs": 1, "normalize": True, "learning_rate": "lin_1e-3", "use_sde": True,
+                           "policy_kwargs": "dict(log_std_init=-2, activation_fn=nn.ReLU, net_arch=dict(pi=[8]))"})
+    assert kwargs["policy_kwargs"] == {"log_std_init": -2, "activation_fn": nn.ReLU, "net_arch": {"pi": [8]}}
+    assert kwargs["use_sde"] is True and kwargs["learning_rate"](0.5) == pytest.approx(5e-4)
+    assert "n_envs" not in kwargs and "normalize" not in kwargs
+    assert c.threshold_of("Pendulum-v1") == -200.0 and c.threshold_of("MountainCarContinuous-v0") == 90.0
+    # a torque of 10 is clipped to Pendulum's bound of 2: the returns of the first episode of each env,
+    # reset with the stream's seeds as PolicyEvaluator resets them
+    returns = c.NativeEvaluator("Pendulum-v1", 2, seed=7)(lambda obs: np.full((len(obs), 1), 10.0))
+    for i, got in enumerate(returns):
+        env = gym.make("Pendulum-v1")
+        env.reset(seed=7 + i)
+        total, done = 0.0, False
+        while not done:
+            _, r, terminated, truncated, _ = env.step(np.array([2.0], dtype=np.float32))
+            total, done = total + r, terminated or truncated
+        assert got == pytest.approx(total)
