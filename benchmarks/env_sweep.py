@@ -62,7 +62,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
             later.append(ret)
             if len(later) >= after:
                 break
-        elif ret >= args.solved_return:
+        elif args.solved_return is not None and ret >= args.solved_return:
             solved = {"env_steps": trainer.tokens_sampled, "seconds": time.perf_counter() - start}
     return {"seed": seed, "solved_env_steps": solved and solved["env_steps"],
             "solved_seconds": solved and solved["seconds"], "later_evals": later, "threshold": args.solved_return}

@@ -87,14 +87,13 @@ def action_form(spec: EnvJob) -> dict[str, Any]:
     return {"action_bins": spec.action_bins, "action_clip": tuple(spec.action_clip) if spec.action_clip else None}
 
 
-def solved_threshold(spec: EnvJob) -> float:
-    """``spec.solved_return``, else the env spec's ``reward_threshold``."""
+def solved_threshold(spec: EnvJob) -> float | None:
+    """``spec.solved_return``, else the env spec's ``reward_threshold``; None where the env has
+    none (MinAtar, MuJoCo's Pendulum): the run is never "solved" and trains its whole budget."""
     if spec.solved_return is not None:
         return spec.solved_return
     threshold = env_spec(spec.env_id).reward_threshold
-    if threshold is None:
-        raise ConfigError(f"--solved_return: {spec.env_id} has no reward_threshold in its spec; give one")
-    return float(threshold)
+    return None if threshold is None else float(threshold)
 
 
 def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
@@ -326,7 +325,7 @@ class EnvRun:
                 trainer.save(Path(spec.output_dir, "policy_best"))
         if state.solved_at is not None:
             state.evals_after_solved += 1
-        elif state.last_eval >= spec.solved_return:
+        elif spec.solved_return is not None and state.last_eval >= spec.solved_return:
             state.solved_at = {"env_steps": self.env_steps, "seconds": elapsed,
                                "train_seconds": elapsed - state.eval_seconds, "iteration": trainer.step_count}
         return {"env_steps": self.env_steps, "return": state.last_eval, "solved": state.solved_at is not None}

@@ -43,7 +43,8 @@ class EnvJob(JobSpec, LoopConfig):
     )
     eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
     solved_return: float | None = field(
-        default=None, metadata={"help": "Eval mean return that counts as solved (default: the env spec's reward_threshold)."}
+        default=None, metadata={"help": "Eval mean return that counts as solved (default: the env spec's reward_threshold; "
+                                 "an env without one is never solved and trains its whole budget)."}
     )
     stop_after_solved: int = field(
         default=0, metadata={"help": "Stop this many evaluations after the first one that solves (0: use the whole budget)."}

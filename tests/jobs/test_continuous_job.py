@@ -29,3 +29,15 @@ def test_a_box_action_env_trains_and_is_evaluated_with_its_own_bins(tmp_path, ca
     tokens = act(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 5.0]], np.float32))
     torques = env_codec("Pendulum-v1", action_bins=5).decode_actions(tokens)
     assert torques.shape == (2, 1) and set(torques.ravel().tolist()) <= {-2.0, -1.0, 0.0, 1.0, 2.0}
+
+
+def test_an_env_without_a_threshold_trains_its_whole_budget_unsolved(tmp_path):
+    # Pendulum registers no reward_threshold: without --solved_return nothing counts as solved,
+    # the evaluations still run and the budget is spent
+    spec = EnvJob(env_id="Pendulum-v1", total_env_steps=1_600, eval_every=800, stop_after_solved=1,
+                  output_dir=str(tmp_path / "run"), seed=0)
+    summary = run_env_job(spec)
+    assert summary["solved"] is False and summary["solved_env_steps"] is None
+    assert summary["env_steps"] >= 1_600 and summary["final_eval_return"] < 0
+    evals = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if "eval/return" in x]
+    assert len(evals) == 2
