@@ -4,7 +4,6 @@ trained by import path: its calculator, and its two calls with the calculator's 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent"
 
 
 @pytest.fixture
-def calculator_agent(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    import calculator_agent
-
-    yield calculator_agent
-    sys.modules.pop("calculator_agent", None)
+def calculator_agent(example_agent):
+    return example_agent("calculator_agent")
 
 
 def test_the_calculator_evaluates_arithmetic_and_nothing_else(calculator_agent):

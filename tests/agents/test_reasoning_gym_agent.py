@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,9 +12,6 @@ import pytest
 pytest.importorskip("reasoning_gym")
 
 from grpo_seq.io.prompt_data import read_rows  # noqa: E402
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent"
-
 
 class Client:
     """An ``openai.AsyncOpenAI`` stand-in that replies ``reply`` and keeps the messages it was sent."""
@@ -36,12 +31,8 @@ class Client:
 
 
 @pytest.fixture
-def agent(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    import reasoning_gym_agent
-
-    yield reasoning_gym_agent
-    sys.modules.pop("reasoning_gym_agent", None)
+def agent(example_agent):
+    return example_agent("reasoning_gym_agent")
 
 
 def test_the_agent_sends_the_items_prompt_and_scores_full_marks_only(agent):
