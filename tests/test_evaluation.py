@@ -49,3 +49,14 @@ def test_always_pushing_left_falls_within_a_few_dozen_steps():
     # pushing one way topples CartPole in well under 50 steps from any start state
     returns = PolicyEvaluator("CartPole-v1", num_episodes=4, seed=0)(AlwaysLeft())
     assert ((returns > 5) & (returns < 50)).all()
+
+
+def test_a_policy_cut_into_other_bins_than_the_evaluated_env_is_refused():
+    import pytest
+
+    from grpo_seq.errors import ConfigError
+
+    three = CategoricalMLPPolicy(3, 3, action_nvec=[3])  # Pendulum's torque in 3 values
+    with pytest.raises(ConfigError, match="picks among 3 actions, but Pendulum-v1 as evaluated here has 11"):
+        PolicyEvaluator("Pendulum-v1", num_episodes=1)(three)
+    assert PolicyEvaluator("Pendulum-v1", num_episodes=1, action_bins=3)(three).shape == (1,)

@@ -55,6 +55,7 @@ class PolicyEvaluator:
         if seed is None:
             seed, self.seed = self.seed, self.seed + self.num_episodes
         self.last_seed = seed
+        self._check_actions(policy)
         obs, _ = self.envs.reset(seed=seed)
         act = make_actor(policy, greedy=True)
         returns = np.zeros(self.num_episodes)
@@ -67,6 +68,16 @@ class PolicyEvaluator:
             if not alive.any():
                 break
         return returns
+
+    def _check_actions(self, policy: nn.Module) -> None:
+        """Refuse a policy that picks among other actions than this env's tokens (a continuous action
+        cut into other ``action_bins`` than the policy was trained on would be read as wrong values)."""
+        picks = getattr(policy, "init_kwargs", {}).get("num_actions")
+        tokens = getattr(self.envs.single_action_space, "n", None)
+        if picks is not None and tokens is not None and int(picks) != int(tokens):
+            name = self.envs.spec.id if self.envs.spec else "the env"
+            raise ConfigError(f"PolicyEvaluator: the policy picks among {picks} actions, but {name} as evaluated here "
+                              f"has {tokens}; evaluate with the action_bins the policy was trained with")
 
     def close(self) -> None:
         self.envs.close()
