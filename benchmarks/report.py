@@ -151,7 +151,8 @@ def control_vs_sb3(name: str = "control_vs_sb3",
     solved = {s: sum(d["summary"][e][s]["solved"] for e in others) for s in ("ours", "sb3")}
     runs = sum(d["summary"][e]["ours"]["runs"] for e in others)
     headline = [f"{', '.join(others)}: median seconds to solve", "Stable-Baselines3 PPO (rl-zoo3 settings)",
-                "; ".join(f"{e.split('-')[0]} {fmt(d['summary'][e]['ratio_solved_seconds'], '.2f')}x" for e in others)
+                "; ".join(f"{e.split('-')[0]} " + (f"{fmt(ratio, '.2f')}x" if (ratio := d['summary'][e]['ratio_solved_seconds'])
+                                                      is not None else "- (our median run unsolved)") for e in others)
                 + f"; solved {solved['ours']} of {runs} runs (SB3 {solved['sb3']})"
                 + ("" if st["stop_after"] else "; median final return at the budget, ours / SB3: " + "; ".join(
                     f"{e.split('-')[0]} {fmt(d['summary'][e]['ours']['final_eval_return'], '.0f')} / "
@@ -160,7 +161,21 @@ def control_vs_sb3(name: str = "control_vs_sb3",
 
 
 def continuous_vs_sb3() -> tuple[str, list]:
-    return control_vs_sb3("continuous_vs_sb3", "Continuous control against Stable-Baselines3 PPO")
+    """Continuous control (benchmarks/control_vs_sb3.py on Box-action envs): our bins against PPO's
+    Gaussian policy, and in words where ours ends below PPO."""
+    text, headline = control_vs_sb3("continuous_vs_sb3", "Continuous control against Stable-Baselines3 PPO")
+    if not text:
+        return text, headline
+    summary = load("continuous_vs_sb3/result.json")["summary"]
+    below = [e for e, sm in summary.items() if sm["ours"]["final_eval_return"] < sm["sb3"]["final_eval_return"]]
+    unsolved = [e for e, sm in summary.items() if sm["ours"]["solved"] < sm["sb3"]["solved"]]
+    text += ("\nOurs: each dimension of the action cut into the env's `action_bins` values (its defaults in "
+             "`grpo_seq/envs/defaults.py`); PPO: a Gaussian policy with gSDE where rl-zoo3 says so. "
+             + (f"Ours ends below PPO (median final return) on {', '.join(below)}"
+                + (f", and solves fewer seeds on {', '.join(unsolved)}" if unsolved else "") + ". " if below else
+                "Ours ends at or above PPO (median final return) on every env here. ")
+             + "Each run's curve is in the plot; the record has every evaluation.\n")
+    return text, headline
 
 
 def family_ablation() -> tuple[str, list]:
