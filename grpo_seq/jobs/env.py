@@ -89,7 +89,7 @@ def action_form(spec: EnvJob) -> dict[str, Any]:
 
 def solved_threshold(spec: EnvJob) -> float | None:
     """``spec.solved_return``, else the env spec's ``reward_threshold``; None where the env has
-    none (MinAtar, MuJoCo's Pendulum): the run is never "solved" and trains its whole budget."""
+    none (Pendulum, MinAtar): the run is never "solved" and trains its whole budget."""
     if spec.solved_return is not None:
         return spec.solved_return
     threshold = env_spec(spec.env_id).reward_threshold
