@@ -167,10 +167,11 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     model = PPO(zoo.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **ppo_kwargs(zoo))
     model.set_logger(Logger(folder=None, output_formats=[]))
     actor = NormalizedActor(model.policy, env) if zoo.get("normalize") else SB3Actor(model.policy)
-    evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed))
     if isinstance(env.action_space, gym.spaces.Box):  # the Gaussian policy's own actions, as predict gives them
         native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
         evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
+    else:
+        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed))
 
     class Evaluations(BaseCallback):
         def __init__(self) -> None:

@@ -30,7 +30,6 @@ from ..io.prompt_data import read_rows
 from ..io.serialization import atomic_write_text
 from ..loop.cpu_share import IdleCores
 from ..loop.trainer import GRPOLoop
-from ..math.stats import paired_difference
 from ..scoring.heldout import compare, majority_answer, summary_line
 from ..policies import CausalLMPolicy
 from .agent_spec import AgentJob
@@ -179,9 +178,7 @@ class AgentHeldOutEval(JobCallbacks):
             atomic_write_text(out / f"{when}.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         figures: dict[str, Any] = {when: played[0] for when, played in self.played.items()}
         rewards = {when: [r["reward"] for r in played[1]] for when, played in self.played.items()}
-        if "after" in rewards:
-            figures["after_minus_before"] = paired_difference(rewards["before"], rewards["after"])
-        # the LM programs' figures on the same items: intervals, the majority answer beside them
+        # the LM programs' figures on the same items: intervals, the paired difference, the majority answer
         figures.update(metric="reward", **compare(rewards["before"], rewards.get("after"), majority_answer(self.items)))
         atomic_write_text(out / "eval.json", json.dumps({"rollout": self.spec.rollout, **figures}, indent=2))
         summary["heldout"] = figures

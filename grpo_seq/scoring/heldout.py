@@ -165,10 +165,9 @@ def best_constant_of(heldout: HeldOutSet, *answered: Sequence[dict]) -> tuple[st
 
 def majority_answer(rows: Sequence[dict], key: str = "answer") -> tuple[str, list[float]] | None:
     """The majority baseline of items scored by a program of their own (an agent's rollout): the
-    most common gold ``key`` among ``rows`` (the first seen on ties) and, per row, 1.0 where it is
-    that row's, as if given to every item and scored by exact match. None unless every row has one."""
-    answers = [row.get(key) if isinstance(row, dict) else None for row in rows]
-    if not answers or any(a is None for a in answers):
+    gold ``key`` that, given to every row and scored by exact match, scores best (the most common;
+    the first seen on ties), with its per-row scores. None unless every row has one."""
+    answers = [str(row[key]) if isinstance(row, dict) and row.get(key) is not None else None for row in rows]
+    if not answers or None in answers:
         return None
-    text = Counter(map(str, answers)).most_common(1)[0][0]
-    return text, [float(str(a) == text) for a in answers]
+    return best_constant(dict.fromkeys(answers), lambda text: [float(a == text) for a in answers])

@@ -44,7 +44,7 @@ def test_train_agent_trains_a_two_call_agent_and_evaluates_it(user, tmp_path):
     assert [(m["role"], m["trained"]) for m in conversation] == [("assistant", True), ("tool", False),
                                                                   ("assistant", True)]
     heldout = json.loads((out / "eval_heldout" / "eval.json").read_text())
-    assert heldout["before"]["items"] == heldout["after"]["items"] == 2 and "after_minus_before" in heldout
+    assert heldout["before"]["items"] == heldout["after"]["items"] == 2
     # the LM programs' figures on the rewards: intervals, the paired difference, the majority answer ("0": a tie)
     assert heldout["n"] == 2 and heldout["scores"]["base"] == [r["reward"] for r in before_and_after(out)[0]]
     assert len(heldout["base"]["interval"]) == len(heldout["trained"]["interval"]) == 2
