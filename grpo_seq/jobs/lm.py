@@ -37,6 +37,7 @@ from ..io.models import count_parameters, load_model_and_tokenizer
 from ..io.plot import plot_run_if_possible
 from ..policies import CausalLMPolicy
 from ..io.prompt_data import prompt_rows, read_rows
+from ..scoring.constant_baseline import ConstantBaseline
 from ..scoring.rewards import RewardScorer
 from ..sampling import LMGroupSampler
 from ..io.serialization import atomic_write_text
@@ -231,7 +232,8 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         )
     sampler.sampling.update(generation_options or {})
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
-    trainer = GRPOLoop(cfg, policy, sampler, accelerator, score_fn=scorer)
+    score_fn = scorer if not cfg.constant_baseline_items else ConstantBaseline(scorer, rows, cfg.constant_baseline_items, cfg.seed)
+    trainer = GRPOLoop(cfg, policy, sampler, accelerator, score_fn=score_fn)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
         cores = None
     elif cores is None:

@@ -83,6 +83,13 @@ class LMJob(JobSpec, LoopConfig):
     reward_weights: list[float] | None = field(
         default=None, metadata={"help": "One weight per reward function (default: all 1)."}
     )
+    constant_baseline_items: int = field(
+        default=0, metadata={"help": "Subtract from each completion's reward its mean reward on this many training "
+                             "items drawn once: what it would earn as a constant answer given to every item. No "
+                             "constant answer then earns more than 0 in expectation, so collapsing to the most "
+                             "common answer is worth nothing; a reward that ignores the item (format, length) "
+                             "cancels entirely. 0: off (grpo_seq/scoring/constant_baseline.py)."}
+    )
     eval_dataset: str | None = field(
         default=None, metadata={"help": "Held-out prompts, in --dataset's formats (reasoning_gym:TASK: its held-out "
                                 "items, none sharing a question with training): the model answers each greedily "
@@ -186,7 +193,7 @@ class LMJob(JobSpec, LoopConfig):
         for name in ("max_completion_length", "lora_r"):
             require(self, name, getattr(self, name) >= 1, "must be >= 1")
         for name in ("max_steps", "generation_batch_size", "log_completions_every", "torch_threads", "top_k",
-                     "eval_size", "eval_max_new_tokens"):
+                     "eval_size", "eval_max_new_tokens", "constant_baseline_items"):
             require(self, name, getattr(self, name) >= 0, "must be >= 0")
         require(self, "temperature", self.temperature > 0, "must be > 0")
         require(self, "max_minutes", self.max_minutes >= 0, "must be >= 0")
@@ -199,6 +206,10 @@ class LMJob(JobSpec, LoopConfig):
         require(self, "lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)")
         require(self, "dtype", self.dtype in ("float32", "bfloat16"), "must be float32 or bfloat16")
         self._check_sampling_copy()
+        require(self, "constant_baseline_items", not (self.constant_baseline_items and
+                                                      self.multi_objective_aggregation == "normalize_then_sum"),
+                "corrects the summed reward; --multi_objective_aggregation normalize_then_sum reads each function's "
+                "own values")
         if self.reward_weights is not None:
             require(self, "reward_weights", len(self.reward_weights) == len(self.reward_fns),
                     f"must give one weight per reward function ({len(self.reward_fns)})")

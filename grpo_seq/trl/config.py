@@ -151,6 +151,7 @@ class GRPOConfig:
     overwrite: bool = False
     micro_batch_size: int | None = None
     sampling_dtype: str = "float32"
+    constant_baseline_items: int = 0  # LMJob's: no constant answer earns more than 0 (scoring/constant_baseline.py)
 
     def __init__(self, **kwargs: Any) -> None:
         names = [f.name for f in fields(self)]
@@ -310,6 +311,7 @@ class GRPOConfig:
             save_steps=0 if self.save_strategy == "no" else max(1, math.ceil(self._steps(self.save_steps, steps) / per_gen)),
             save_total_limit=self.save_total_limit or 0, save_optimizer=not self.save_only_model, report_to=report,
             use_cpu=self.use_cpu, trust_remote_code=self.trust_remote_code, overwrite=self.overwrite,
+            constant_baseline_items=self.constant_baseline_items,
             retain_freed_memory=False,  # a library call: the user's process keeps its malloc settings
             **self._importance_sampling(), **self._core_options(),
         )
