@@ -19,6 +19,8 @@ the reward. The same run without the recipe: `grpo-seq train-lm --dataset reason
 - Prompt: --shots worked examples (other training items, answered between <answer> tags) as
   earlier chat turns, then the question; each asks for the answer between the tags, which is
   where the scorers read it (grpo_seq/sources/reasoning_gym.py says why the example).
+- Curriculum: --curriculum '[{...}, ...]' gives easier settings before --task_options, each
+  --task_size items, drawn one stage at a time (--curriculum_threshold opens the next).
 - Reward: `task`, the task's score_answer built with --task_options (1 right, 0 wrong or no tags;
   --partial_credit keeps the task's partial credit), plus any reward function by import path.
 - Default task: knights_knaves at its own settings, chosen from the survey of every task and the
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 from grpo_seq.cli import NoteRunDir, cli_errors, exit_with, parse_config  # noqa: E402
 from grpo_seq.cli.programs import quiet_libraries, working_folder_importable  # noqa: E402
-from grpo_seq.errors import require  # noqa: E402
+from grpo_seq.errors import UsageError, require  # noqa: E402
 from grpo_seq.jobs.console import Console  # noqa: E402
 from grpo_seq.jobs.lm import run_lm_job  # noqa: E402
 from grpo_seq.jobs.lm_spec import LMJob  # noqa: E402
@@ -92,6 +94,10 @@ class ReasoningGymConfig(LMJob):
     task_options: str = field(
         default=DEFAULT_TASK_OPTIONS, metadata={"help": "The task's options (its difficulty) as a JSON object; '{}': "
                                                 "reasoning-gym's defaults. An unknown name is refused, listing them."})
+    curriculum: str = field(
+        default="[]", metadata={"help": "Easier stages before --task_options, a JSON list of the task's options, easiest "
+                                "first ('[{\"max_n\": 2}]'): --task_size items each, drawn one stage at a time as "
+                                "--curriculum_threshold says; the held-out items stay --task_options'. '[]': none."})
     task_seed: int = field(default=0, metadata={"help": f"Generator seed of the training items; the held-out ones "
                                                 f"come from this + {HELD_OUT_OFFSET:,} (no question shared)."})
     task_size: int = field(default=1000, metadata={"help": "Training items."})
@@ -127,8 +133,13 @@ class ReasoningGymConfig(LMJob):
         options = parse_options(self.task_options, "--task_options")
         require(self, "task_options", not set(options) & set(OWN_KEYS),
                 "give seed, size and shots as --task_seed, --task_size and --shots")
-        config = json.dumps({**options, "seed": self.task_seed, "size": self.task_size, "shots": self.shots},
-                            sort_keys=True)
+        stages = parse_stages(self.curriculum)
+        require(self, "curriculum", not stages or self.curriculum_threshold is not None,
+                "give --curriculum_threshold too: the mean reward that opens the next stage")
+        require(self, "curriculum_threshold", bool(stages) or self.curriculum_threshold is None,
+                "give the stages with --curriculum")
+        config = json.dumps({**options, "seed": self.task_seed, "size": self.task_size, "shots": self.shots,
+                             **({"stages": stages} if stages else {})}, sort_keys=True)
         derived = {"dataset": f"{SCHEME}{self.task}", "dataset_config": config,
                    "eval_dataset": f"{SCHEME}{self.task}", "eval_dataset_config": config}
         for name, value in derived.items():  # a saved config.json holds them: the same values
@@ -136,6 +147,18 @@ class ReasoningGymConfig(LMJob):
                     "leave it unset (grpo-seq train-lm takes any dataset)")
             setattr(self, name, value)
         super().__post_init__()
+
+
+def parse_stages(text: str) -> list[dict]:
+    """``--curriculum``: a JSON list of option objects."""
+    try:
+        stages = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--curriculum: not valid JSON ({e.msg}, column {e.colno}): {text!r:.120}") from None
+    if not isinstance(stages, list) or not all(isinstance(o, dict) for o in stages):
+        raise UsageError(f"--curriculum: give a JSON list of the task's options, easiest first, e.g. "
+                         f"'[{{\"max_n\": 2}}]', got {text!r:.120}")
+    return stages
 
 
 def build_reward_fns(cfg: ReasoningGymConfig) -> list:

@@ -13,7 +13,8 @@ __all__ = ["AgentJob"]
 # The LM program's options that an agent program replaces (their unset values): its prompts are
 # its own, its reward is what the rollout returns.
 _FROM_THE_AGENT = {"prompt_column": None, "answer_column": None, "reward_weights": None, "eval_metric": None,
-                   "system_prompt": "", "instruction": "", "as_chat": False, "constant_baseline_items": 0}
+                   "system_prompt": "", "instruction": "", "as_chat": False, "constant_baseline_items": 0,
+                   "curriculum_threshold": None}
 
 
 @dataclass

@@ -37,6 +37,7 @@ from ..io.models import count_parameters, load_model_and_tokenizer
 from ..io.plot import plot_run_if_possible
 from ..policies import CausalLMPolicy
 from ..io.prompt_data import prompt_rows, read_rows
+from ..sampling.curriculum import Curriculum
 from ..scoring.constant_baseline import ConstantBaseline
 from ..scoring.rewards import RewardScorer
 from ..sampling import LMGroupSampler
@@ -71,6 +72,7 @@ class LMRun:
     last_metrics: dict[str, float] = field(default_factory=dict, repr=False)
     quick: str | None = None  # GRPO_SEQ_QUICK's line, when it shrank the budget
     cores: IdleCores | None = field(default=None, repr=False)  # torch_threads 0 on CPU: threads follow the idle cores
+    curriculum: Curriculum | None = field(default=None, repr=False)  # a dataset with stages: which one is drawn
 
     def adapt_threads(self) -> None:
         """Before a step: as many torch threads as this process's share of the cores that other work
@@ -238,7 +240,33 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         cores = None
     elif cores is None:
         cores = idle_cores()
-    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick, cores=cores)
+    curriculum = curriculum_of(cfg, rows)
+    if curriculum is not None:
+        if not hasattr(sampler, "draw_from"):
+            raise ConfigError("--curriculum_threshold: this program's sampler draws its own prompts")
+        sampler.draw_from(curriculum.rows(), stage=curriculum.stage)
+    return LMRun(cfg, trainer, scorer, accelerator, len(rows), label, quick=quick, cores=cores, curriculum=curriculum)
+
+
+def curriculum_of(cfg: LMJob, rows: Any) -> Curriculum | None:
+    """With ``--curriculum_threshold``, the rows' stages (their ``stage`` column); else None."""
+    if cfg.curriculum_threshold is None:
+        return None
+    if "stage" not in rows[0]:
+        raise ConfigError(f"--curriculum_threshold: the rows of --dataset {cfg.dataset} have no 'stage' column (a "
+                          "number per row, lower is easier) to draw them by")
+    try:
+        return Curriculum([row["stage"] for row in rows], cfg.curriculum_threshold, cfg.curriculum_window)
+    except ValueError as e:
+        raise ConfigError(f"--curriculum_threshold: --dataset {cfg.dataset} {e}") from None
+
+
+def _follow_curriculum(lm: LMRun, m: dict[str, float]) -> None:
+    """After a step: record its metric; when that opens the next stage, draw from it and say so."""
+    c = lm.curriculum
+    if c.observe(m.get(f"reward/{lm.spec.eval_metric or lm.scorer.names[0]}")):
+        lm.trainer.sampler.draw_from(c.rows(), stage=c.stage)
+        lm.say(f"curriculum: stage {c.stage} ({c.current + 1} of {len(c.levels)}) from step {lm.trainer.step_count + 1}")
 
 
 def prepare_model(cfg: LMJob, model: torch.nn.Module, peft_config: Any = None) -> torch.nn.Module:
@@ -293,6 +321,7 @@ def run_lm_job(spec: LMJob, callbacks: JobCallbacks | Sequence[JobCallbacks] | N
         rows = load_prompts(spec)
         scorer = RewardScorer(fns, spec.reward_weights, registry)
         scorer.check_dataset(rows, source=f"--dataset {spec.dataset}")  # every row and signature, before the model loads
+        curriculum_of(spec, rows)  # its stages, checked before the model loads
         eval_rows = load_heldout_rows(spec, scorer)
         cores = idle_cores()  # measured from here: the model's load is the first interval
         model, tokenizer = load_model_and_tokenizer(spec.model, spec.dtype, spec.trust_remote_code)
@@ -313,8 +342,13 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
     history = _history_before(out, resumed=bool(state))
     lm.say = lambda text: cbs.on_message(lm, text)
 
+    if lm.curriculum is not None and "curriculum" in state:  # the sampler's order, restored, is the stage's
+        lm.curriculum.load_state_dict(state["curriculum"])
+        trainer.sampler.draw_from(lm.curriculum.rows(), restart=False, stage=lm.curriculum.stage)
+
     def loop_state() -> dict:
-        return {"elapsed": time.perf_counter() - start}
+        extra = {"curriculum": lm.curriculum.state_dict()} if lm.curriculum is not None else {}
+        return {"elapsed": time.perf_counter() - start, **extra}
 
     cbs.on_start(lm)
     sampler = trainer.sampler
@@ -333,6 +367,8 @@ def train(lm: LMRun, callbacks: JobCallbacks | Sequence[JobCallbacks] | None = N
             t0 = time.perf_counter()
             lm.adapt_threads()
             m = lm.last_metrics = trainer.step(progress=_progress(lm, start))
+            if lm.curriculum is not None:
+                _follow_curriculum(lm, m)
             history.append(m)
             if trainer.step_count == first + 1:
                 lm.say(_estimate(time.perf_counter() - t0, cfg.max_steps - trainer.step_count))

@@ -90,6 +90,15 @@ class LMJob(JobSpec, LoopConfig):
                              "common answer is worth nothing; a reward that ignores the item (format, length) "
                              "cancels entirely. 0: off (grpo_seq/scoring/constant_baseline.py)."}
     )
+    curriculum_threshold: float | None = field(
+        default=None, metadata={"help": "A dataset whose rows have a 'stage' (a number, lower is easier) is drawn one "
+                                "stage at a time, lowest first: the next opens once the metric (--eval_metric's reward "
+                                "function, default the first), averaged over the current stage's last "
+                                "--curriculum_window steps, reaches this (grpo_seq/sampling/curriculum.py). Unset: "
+                                "every row is drawn, stage or not."}
+    )
+    curriculum_window: int = field(default=8, metadata={"help": "Steps of the current stage that "
+                                                        "--curriculum_threshold's mean covers."})
     eval_dataset: str | None = field(
         default=None, metadata={"help": "Held-out prompts, in --dataset's formats (reasoning_gym:TASK: its held-out "
                                 "items, none sharing a question with training): the model answers each greedily "
@@ -190,7 +199,7 @@ class LMJob(JobSpec, LoopConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("max_completion_length", "lora_r"):
+        for name in ("max_completion_length", "lora_r", "curriculum_window"):
             require(self, name, getattr(self, name) >= 1, "must be >= 1")
         for name in ("max_steps", "generation_batch_size", "log_completions_every", "torch_threads", "top_k",
                      "eval_size", "eval_max_new_tokens", "constant_baseline_items"):

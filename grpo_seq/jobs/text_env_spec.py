@@ -16,7 +16,8 @@ __all__ = ["TextEnvJob"]
 # rewards come from the env.
 _FROM_THE_ENV = {"dataset": None, "dataset_config": None, "prompt_column": None, "answer_column": None,
                  "reward_weights": None, "as_chat": False, "eval_dataset": None, "eval_dataset_config": None,
-                 "eval_metric": None, "constant_baseline_items": 0}
+                 "eval_metric": None, "constant_baseline_items": 0,
+                 "curriculum_threshold": None}
 
 
 @dataclass

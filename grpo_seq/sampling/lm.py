@@ -103,6 +103,8 @@ class LMGroupSampler:
         prepare_tokenizer(tokenizer)
         self.seed, self.epoch, self.shuffle = seed, 0, shuffle
         self._order: list[int] = []
+        self.pool: list[int] | None = None  # the rows drawn from (None: all; a curriculum's stage: draw_from)
+        self.stage: float | None = None
         # Every prompt now, not at the step that first draws it (which could be hours in).
         check_prompt_lengths(tokenizer, [row[prompt_column] for row in dataset], max_completion_length,
                              max_context_length, lambda i: row_place(dataset, i, "LMGroupSampler: dataset"))
@@ -112,14 +114,23 @@ class LMGroupSampler:
     def _next_indices(self) -> list[int]:
         """This process's prompts for the next step; every process advances through the same order."""
         need = self.num_groups * self.num_processes
+        pool = self.pool if self.pool is not None else range(len(self.dataset))
         while len(self._order) < need:
             if self.shuffle:
-                self._order += np.random.default_rng([self.seed, self.epoch]).permutation(len(self.dataset)).tolist()
+                self._order += [pool[i] for i in np.random.default_rng([self.seed, self.epoch]).permutation(len(pool))]
             else:
-                self._order += list(range(len(self.dataset)))
+                self._order += list(pool)
             self.epoch += 1
         step, self._order = self._order[:need], self._order[need:]
         return step[self.process_index * self.num_groups : (self.process_index + 1) * self.num_groups]
+
+    def draw_from(self, rows: Sequence[int], restart: bool = True, stage: float | None = None) -> None:
+        """Draw the prompts from these rows only (a curriculum's ``stage``, logged with each step
+        as ``curriculum/stage``); ``restart`` drops the order drawn so far, so the next step
+        already comes from them (False: a resumed run's order, written for these rows, stands)."""
+        self.pool, self.stage = list(rows), stage
+        if restart:
+            self._order, self.epoch = [], 0
 
     def render(self, prompt: str | list[dict[str, str]]) -> str:
         """The text the model sees: chat messages through the chat template, a string as is."""
@@ -198,6 +209,8 @@ class LMGroupSampler:
         if logps:
             logp = torch.cat([nn.functional.pad(lp.float(), (0, width - lp.shape[1])) for lp in logps])
             batch.sampler_logp = torch.where(batch.mask, logp, torch.zeros_like(logp))
+        if self.stage is not None:
+            batch.metrics["curriculum/stage"] = float(self.stage)
         return batch
 
 

@@ -102,14 +102,34 @@ def test_bad_tasks_and_options_are_one_line_naming_them():
         read_rows("reasoning_gym:chain_sum", config='{"max_term": 3}')
     with pytest.raises(UsageError, match="--dataset_config: not valid JSON"):
         read_rows("reasoning_gym:chain_sum", config="{max_terms: 3}")
+    with pytest.raises(UsageError, match=r"--dataset_config: reasoning-gym task knights_knaves generates no item with "
+                                         r'\{"n_people": 2, "depth_constraint": 2, "width_constraint": 1\} \(ValueError: '):
+        read_rows("reasoning_gym:knights_knaves", config='{"width_constraint": 1, "size": 2}')
     with pytest.raises(UsageError, match="only .* of 300 held-out questions"):
         task_items("coin_flip", {}, "test", size=300, count=300)
     with pytest.raises(ValueError, match="'metadata' naming its 'source_dataset'"):
         RewardScorer([score]).check_dataset([{"prompt": "q", "answer": "1"}])
 
 
-def run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "GRPO_SEQ_QUICK": "1", "HF_HUB_OFFLINE": "1"}
+def test_stages_are_rows_of_easier_options_before_the_options_own_and_none_is_held_out():
+    target, easy = {"max_n": 3, "max_rotations": 0}, {"max_n": 2, "max_rotations": 0}
+    config = {**target, "seed": 1, "size": 30, "shots": 1}
+    rows = read_rows("reasoning_gym:rotate_matrix", "train", json.dumps({**config, "stages": [easy]}))
+    assert [r["stage"] for r in rows] == [0] * 30 + [1] * 30
+    assert [r["question"] for r in rows[:30]] == [it["question"] for it in task_items("rotate_matrix", easy, seed=1, size=30)]
+    assert rows.places[30] == "--dataset reasoning_gym:rotate_matrix (train, stage 1) item 1"
+    assert all(r["prompt"][0]["content"] in {x["prompt"][-1]["content"] for x in rows[:30]} for r in rows[:30])  # own stage's examples
+    held_out = read_rows("reasoning_gym:rotate_matrix", "test", json.dumps({**config, "stages": [easy]}))
+    assert "stage" not in held_out[0] and not {r["question"] for r in held_out} & {r["question"] for r in rows}
+    with pytest.raises(UsageError, match="--dataset_config: stages must be a list of the task's options"):
+        read_rows("reasoning_gym:rotate_matrix", config=json.dumps({"stages": {"max_n": 2}}))
+    with pytest.raises(UsageError, match="--dataset_config: a stage gives the task's options only"):
+        read_rows("reasoning_gym:rotate_matrix", config=json.dumps({"stages": [{"seed": 2}]}))
+
+
+def run(args: list[str], cwd: Path = ROOT, quick: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1",
+           **({"GRPO_SEQ_QUICK": "1"} if quick else {})}
     return forkrun.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -138,6 +158,24 @@ def test_the_recipe_trains_a_step_and_scores_held_out_items(tmp_path, tiny_model
     bad = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "leg_countin"])
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()]
     assert bad.stderr.startswith("error: --task: no reasoning-gym task 'leg_countin' (did you mean leg_counting")
+
+
+def test_the_recipe_draws_its_curriculum_stage_by_stage(tmp_path, tiny_model):
+    out = tmp_path / "run"
+    hard = {**EASY, "max_terms": 3, "min_terms": 3}
+    res = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--task", "basic_arithmetic", "--task_options",
+               json.dumps(hard), "--curriculum", json.dumps([EASY]), "--curriculum_threshold", "0",
+               "--curriculum_window", "1", "--task_size", "20", "--max_steps", "2", "--eval_size", "0",
+               "--max_completion_length", "4", "--output_dir", str(out)], quick=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["curriculum/stage"] for m in steps] == [0, 1]  # threshold 0: the first step's mean opens stage 1
+    assert "curriculum: stage 1 (2 of 2) from step 2" in res.stdout + res.stderr
+    assert json.loads(json.loads((out / "config.json").read_text())["dataset_config"])["stages"] == [EASY]
+    bad = run(["recipes/reasoning_gym.py", "--model", str(tiny_model), "--curriculum", json.dumps([EASY])])
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        f"error: --curriculum: give --curriculum_threshold too: the mean reward that opens the next stage, got "
+        f"{json.dumps([EASY])!r}")
 
 
 def test_train_lm_takes_a_task_as_its_dataset(tmp_path, tiny_model):

@@ -12,6 +12,11 @@ seed ``S`` (``seed``, default :data:`DEFAULT_SEED`); any other split (``test``) 
 ``S + HELD_OUT_OFFSET`` and drops every item whose question is also among the training items
 (small tasks repeat questions across seeds), so an evaluation never sees a question trained on.
 
+A ``stages`` key (a list of option objects, easiest first) makes a curriculum: the training rows
+are each stage's ``size`` items then the options' own, each row with its ``stage`` (0 the first);
+the held-out items are the options' own, none a question of any stage
+(:mod:`grpo_seq.sampling.curriculum` draws them).
+
 Each row holds a chat ``prompt`` (``shots`` worked examples from the training items, default 1,
 then the question, each followed by :data:`ANSWER_INSTRUCTION`: reasoning-gym's scorers read the
 answer between ``<answer>`` tags; :func:`task_rows`), and the item's ``question``, ``answer`` and
@@ -96,18 +101,29 @@ def make_dataset(task: str, options: dict[str, Any] | None = None, seed: int = D
 
 
 def _items(dataset: Any, count: int, skip: set[str] | frozenset[str] = frozenset(),
-           distinct: bool = False) -> list[dict[str, Any]]:
+           distinct: bool = False, where: str = "--task_options") -> list[dict[str, Any]]:
     """The first ``count`` items of ``dataset`` whose question is not in ``skip`` (nor, ``distinct``,
-    an earlier item's)."""
+    an earlier item's); ``where`` names the options in an error."""
     out, i, skip = [], 0, set(skip)
     while len(out) < count and i < len(dataset):
-        item = dataset[i]
+        item = _generate(dataset, i, where)
         i += 1
         if item["question"] not in skip:
             out.append({"question": item["question"], "answer": item["answer"], "metadata": item["metadata"]})
             if distinct:
                 skip.add(item["question"])
     return out
+
+
+def _generate(dataset: Any, i: int, where: str) -> dict[str, Any]:
+    """Item ``i``; a generator that fails on its options (some accept a setting in their config
+    and then find no problem to generate) is the options' fault: a :class:`UsageError`."""
+    try:
+        return dataset[i]
+    except (IndexError, ValueError, AssertionError, KeyError) as e:
+        config = {k: v for k, v in vars(dataset.config).items() if k not in ("seed", "size")}
+        raise UsageError(f"{where} generates no item with {json.dumps(config, default=str):.200} "
+                         f"({type(e).__name__}: {e}); try its defaults") from None
 
 
 def task_items(task: str, options: dict[str, Any] | None = None, split: str = TRAIN_SPLIT, seed: int = DEFAULT_SEED,
@@ -122,14 +138,15 @@ def task_items(task: str, options: dict[str, Any] | None = None, split: str = TR
     for name, value, least in (("seed", seed, 0), ("size", size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise UsageError(f"{options_flag}: {name} must be an int >= {least}, got {value!r}")
-    train = _items(make_dataset(task, options, seed, size, flag, options_flag), size)
+    where = f"{options_flag}: reasoning-gym task {task}"
+    train = _items(make_dataset(task, options, seed, size, flag, options_flag), size, where=where)
     if split == TRAIN_SPLIT:
         return train
     seen = {item["question"] for item in train}
     wanted = size if count is None else count
     # room for the questions dropped as seen in training or drawn twice
     held_out = _items(make_dataset(task, options, seed + HELD_OUT_OFFSET, 2 * wanted + 100, flag, options_flag),
-                      wanted, seen, distinct=True)
+                      wanted, seen, distinct=True, where=where)
     if len(held_out) < (wanted if count is not None else 1):
         raise UsageError(f"{options_flag}: reasoning-gym task {task} has only {len(held_out)} of {count} held-out "
                          f"questions that differ from its {size} training ones; ask for fewer training items or "
@@ -204,6 +221,30 @@ def reasoning_gym_rows(dataset: str, split: str = TRAIN_SPLIT, config: str | Non
     shots = options.pop("shots", DEFAULT_SHOTS)
     if isinstance(shots, bool) or not isinstance(shots, int) or shots < 0:
         raise UsageError(f"--dataset_config: shots must be an int >= 0, got {shots!r}")
+    stages = _stages(options.pop("stages", []))
     train = task_items(task, options, TRAIN_SPLIT, seed, size, flag, "--dataset_config")
-    items = train if split == TRAIN_SPLIT else task_items(task, options, split, seed, size, flag, "--dataset_config")
-    return task_rows(items, train, shots, source=f"{flag} ({split})")
+    easier = [task_items(task, o, TRAIN_SPLIT, seed, size, flag, "--dataset_config") for o in stages]
+    if split != TRAIN_SPLIT:  # held out: the options' own items, none a question of any stage's
+        seen = {it["question"] for items in easier for it in items}
+        held_out = [it for it in task_items(task, options, split, seed, size, flag, "--dataset_config")
+                    if it["question"] not in seen]
+        return task_rows(held_out, train, shots, source=f"{flag} ({split})")
+    if not stages:
+        return task_rows(train, train, shots, source=f"{flag} ({split})")
+    parts = [task_rows(items, items, shots, source=f"{flag} ({split}, stage {k})")
+             for k, items in enumerate([*easier, train])]
+    return Rows([{**row, "stage": k} for k, part in enumerate(parts) for row in part],
+                [place for part in parts for place in part.places])
+
+
+def _stages(stages: Any) -> list[dict[str, Any]]:
+    """``stages``: the options of easier stages before the options themselves (a curriculum:
+    rows get a ``stage``, 0 the first of these, the options' own items the last)."""
+    if not isinstance(stages, list) or not all(isinstance(o, dict) for o in stages):
+        raise UsageError(f"--dataset_config: stages must be a list of the task's options (JSON objects), easiest "
+                         f"first, got {json.dumps(stages):.120}")
+    for o in stages:
+        if set(o) & {"seed", "size", "shots", "stages"}:
+            raise UsageError("--dataset_config: a stage gives the task's options only; seed, size and shots are "
+                             "the whole dataset's")
+    return stages
