@@ -41,7 +41,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
 
     from grpo_seq import GRPOLoop
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
-    from grpo_seq.jobs.env import action_form, make_policy, make_sampler, solved_threshold
+    from grpo_seq.jobs.env import env_form, make_policy, make_sampler, solved_threshold
     from grpo_seq.jobs.env_spec import EnvJob
 
     args = EnvJob(seed=seed, **overrides)
@@ -50,7 +50,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOLoop(args, policy, sampler, accelerator)
-    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed), **action_form(args))
+    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed), **env_form(args))
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
     while trainer.tokens_sampled < min(cap, args.total_env_steps):
         trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)

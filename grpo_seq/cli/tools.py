@@ -42,6 +42,9 @@ class EvalEnvArgs:
     env_id: str = field(default="CartPole-v1", metadata={"help": "gymnasium env id."})
     episodes: int = field(default=10, metadata={"help": "Greedy episodes."})
     seed: int = field(default=0, metadata={"help": "Reset seed of the episodes."})
+    env_wrappers: list[str] | None = field(
+        default=None, metadata={"help": "The wrappers the policy was trained inside, by import path (as train-env's "
+                                "--env_wrappers; default: the env family's)."})
 
     def __post_init__(self) -> None:
         if not 1 <= self.episodes <= MAX_EPISODES:
@@ -72,14 +75,15 @@ def _load_policy_folder(path: str) -> Any:
 
 def eval_env(argv: list[str] | None = None) -> None:
     """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
-    from ..jobs.env import policy_action_bins
+    from ..jobs.env import env_wrappers, policy_action_bins
     from ..scoring.evaluation import PolicyEvaluator
 
     with cli_errors():
         args = parse_config(EvalEnvArgs, argv)
         policy = _load_policy_folder(args.policy)
         # a continuous action is cut into as many values as the policy was trained on
-        evaluate = PolicyEvaluator(args.env_id, args.episodes, action_bins=policy_action_bins(policy))
+        evaluate = PolicyEvaluator(args.env_id, args.episodes, action_bins=policy_action_bins(policy),
+                                   wrappers=env_wrappers(args.env_id, args.env_wrappers))
         obs_dim = evaluate.envs.single_observation_space.shape[0]
         wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
         if wanted != obs_dim:

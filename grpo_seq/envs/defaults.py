@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "IMAGES", "NO_ANCHORS", "PER_ENV", "per_env"]
+__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IMAGES", "NO_ANCHORS", "PER_ENV", "per_env"]
 
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
@@ -63,6 +63,13 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
         ENV_OVERRIDES[f"MinAtar/{_game}-{_version}"] = dict(max_episode_steps=1_000, total_env_steps=1_000_000,
                                                             eval_every=20_000)
 
+# MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
+# vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end
+# their own episodes (a step limit of their own, which no registered time limit states): a cap
+# above any of theirs sizes the episode buffers.
+_MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_steps=2_000)
+FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID}
+
 # An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
 # envs are): CartPole's family, with advantages centred only and GiGPO's step groups at anchor
 # states. Where observations repeat (a discrete state, one-hot) the steps from one state are
@@ -90,5 +97,6 @@ def per_env(env_id: str | None) -> dict[str, Any]:
     """The defaults of ``env_id``'s family with the env's own overrides (an env without an id:
     the family of every other env)."""
     family = ENV_FAMILY.get(env_id or "", "default")
-    return {**ENV_DEFAULTS[family], **ENV_OVERRIDES.get(env_id or "", {})}
+    by_prefix = next((v for prefix, v in FAMILY_PREFIXES.items() if (env_id or "").startswith(prefix)), {})
+    return {**ENV_DEFAULTS[family], **by_prefix, **ENV_OVERRIDES.get(env_id or "", {})}
 

@@ -15,7 +15,8 @@ __all__ = ["default_obs_scale", "rollout_obs_center", "rollout_obs_range", "roll
 
 def default_obs_scale(env: gym.Env | str) -> list[float] | None:
     """``[x_threshold, 1, theta_threshold, 1]`` for a CartPole-like env (once per frame of a frame
-    stack), else None (no scaling).
+    stack), else None (no scaling); None too where a wrapper made the observation something else
+    than whole frames of those four (a time feature added: random play's units then).
 
     Adam moves every weight by about the learning rate, so a pole angle spanning only +-0.21 rad
     needs weights 10x larger than a cart position in +-2.4 m before it steers the policy;
@@ -27,8 +28,8 @@ def default_obs_scale(env: gym.Env | str) -> list[float] | None:
     try:
         if hasattr(base, "x_threshold") and hasattr(base, "theta_threshold_radians"):
             units = [float(base.x_threshold), 1.0, float(base.theta_threshold_radians), 1.0]
-            stacked = int(np.prod(outer.observation_space.shape)) // len(units)  # a frame stack: the units per frame
-            return units * max(stacked, 1)
+            stacked, rest = divmod(int(np.prod(outer.observation_space.shape)), len(units))  # a frame stack: per frame
+            return units * stacked if stacked and not rest else None
         return None
     finally:
         if owned:

@@ -27,7 +27,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
+from ..envs.defaults import per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import ConfigError, require
 from ..scoring.evaluation import PolicyEvaluator, eval_stream_seed
@@ -47,6 +48,7 @@ from ..io.record import check_renderer, record_episode
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.base import Budgeted, EpisodeSampler, ObsTransform
 from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
+from ..sampling.env_wrappers import load_wrappers
 from ..sampling.novelty import NoveltyBonus
 from ..sampling.snapshot import env_name
 from ..io.serialization import atomic_write_text
@@ -59,7 +61,7 @@ from .env_spec import EnvJob
 from .folder import resolve_run_dir
 
 __all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
-           "check_spaces", "action_form", "env_codec", "policy_action_bins",
+           "check_spaces", "env_form", "env_wrappers", "env_codec", "policy_action_bins",
            # what a door builds its envs and acts with, as the job does
            "make_env", "env_name", "make_actor"]
 
@@ -81,10 +83,17 @@ def policy_action_bins(policy: Any) -> int | None:
     return int(nvec[0]) if nvec else None
 
 
-def action_form(spec: EnvJob) -> dict[str, Any]:
-    """``spec.action_bins`` and ``spec.action_clip`` as :func:`make_env`'s keywords: how a
-    continuous action becomes tokens, the same in training, evaluation and acting."""
-    return {"action_bins": spec.action_bins, "action_clip": tuple(spec.action_clip) if spec.action_clip else None}
+def env_form(spec: EnvJob) -> dict[str, Any]:
+    """``spec.env_wrappers``, ``spec.action_bins`` and ``spec.action_clip`` as :func:`make_env`'s
+    keywords: what the policy sees of the env and how a continuous action becomes tokens, the same
+    in training, evaluation and acting."""
+    return {"action_bins": spec.action_bins, "action_clip": tuple(spec.action_clip) if spec.action_clip else None,
+            "wrappers": load_wrappers(getattr(spec, "env_wrappers", None) or [])}
+
+
+def env_wrappers(env_id: str, paths: Sequence[str] | None = None) -> list[Any]:
+    """The wrappers ``paths`` name, loaded (None: the env family's, :mod:`grpo_seq.envs.defaults`)."""
+    return load_wrappers(per_env(env_id).get("env_wrappers", []) if paths is None else paths)
 
 
 def solved_threshold(spec: EnvJob) -> float | None:
@@ -102,7 +111,7 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     with ``spec.obs_center``). Image observations (a Box of 3 dimensions) get a convolutional
     torso before the hidden layers, their pixels scaled as Stable-Baselines3's ``CnnPolicy``
     scales them, and no per-dimension units."""
-    env = make_env(spec.env_id, **action_form(spec))
+    env = make_env(spec.env_id, **env_form(spec))
     try:
         obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
         native = getattr(getattr(env, "codec", None), "obs_space", env.observation_space)
@@ -165,14 +174,14 @@ def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None
     seed = spec.seed + 1_000_003 * process_index
     limit = spec.max_episode_steps or max_episode_steps
     if spec.group_mode == "alternatives":
-        make = env_fn or (lambda: make_env(spec.env_id, **action_form(spec),
+        make = env_fn or (lambda: make_env(spec.env_id, **env_form(spec),
                                            **({"max_episode_steps": limit} if limit else {})))
         return AlternativesSampler(make, spec.num_groups, None if spec.every_action else spec.num_generations,
                                    horizon=spec.horizon, gamma=spec.gamma, seed=seed, reward_fn=reward_fn)
     bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
         if spec.exploration_bonus > 0 and obs_scale is not None else None
-    if env_fn is None and not env_objects and any(v is not None for v in action_form(spec).values()):
-        env_fn = lambda: make_env(spec.env_id, **action_form(spec))  # noqa: E731  (a continuous action's bins)
+    if env_fn is None and not env_objects and any(env_form(spec).values()):
+        env_fn = lambda: make_env(spec.env_id, **env_form(spec))  # noqa: E731  (wrappers, a continuous action's bins)
     return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations, seed=seed, max_episode_steps=limit,
                            env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob,
                            env_objects=env_objects, obs_transform=obs_transform)
@@ -223,7 +232,7 @@ class EnvRun:
         self.trainer = GRPOLoop(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
-                                        env_kwargs=self._env_kwargs(), **action_form(spec)) if spec.eval_every else None
+                                        env_kwargs=self._env_kwargs(), **env_form(spec)) if spec.eval_every else None
         self.state = EnvLoopState(next_eval=spec.eval_every, eval_seed=eval_stream_seed(spec.seed))
         if spec.resume_from:
             self.state = EnvLoopState(**{**dataclasses.asdict(self.state), **self.trainer.resume(spec.resume_from)})

@@ -56,6 +56,13 @@ class EnvJob(JobSpec, LoopConfig):
                   "solving still leaves its best behind. The summary names its return and env steps."},
     )
     hidden_sizes: list[int] = field(default_factory=lambda: [64, 64], metadata={"help": "MLP hidden widths."})
+    env_wrappers: list[str] | None = field(
+        default=None,
+        metadata={"help": "Wrappers put around the env, innermost first, by import path (module:Class or module.Class, "
+                  "rl-zoo3's env_wrapper), in training, evaluation and acting: minigrid.wrappers:ImgObsWrapper "
+                  "keeps a MiniGrid observation's image. default: per env family (grpo_seq.envs.defaults), else "
+                  "none."},
+    )
     action_bins: int | None = field(
         default=None,
         metadata={"help": "A continuous (Box) action: the evenly spaced values each dimension takes, from its low "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +11,7 @@ from torch import nn
 
 from ..math.batch import RolloutBatch
 from .env_packages import register_namespace
+from .env_wrappers import Wrapper, apply_wrappers
 from ..errors import UsageError
 from ..policies.actor import Actor, make_actor
 from .base import ObsTransform, RandomStreams
@@ -45,7 +46,7 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
 
 def _register(env_id: str) -> None:
     """An id of a package that registers its envs on request (MinAtar, ALE): registered first."""
-    if isinstance(env_id, str) and "/" in env_id and env_id not in gym.registry:
+    if isinstance(env_id, str) and env_id not in gym.registry:
         register_namespace(env_id)
 
 
@@ -56,13 +57,15 @@ def _refuse_unknown(env_id: str, e: gym.error.Error) -> UsageError:
 
 
 def make_env(env_id: str, tokens: bool = True, action_bins: int | None = None,
-             action_clip: tuple[float, float] | None = None, **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)``, seen as the policy sees it (:func:`as_tokens`, with a
-    continuous action's ``action_bins`` and ``action_clip``; ``tokens=False``: as made); an unknown
-    id or a missing env package is a :class:`UsageError` naming it."""
+             action_clip: tuple[float, float] | None = None, wrappers: Sequence[Wrapper] = (),
+             **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)`` inside ``wrappers`` (:mod:`grpo_seq.sampling.env_wrappers`), seen as
+    the policy sees it (:func:`as_tokens`, with a continuous action's ``action_bins`` and
+    ``action_clip``; ``tokens=False``: as made); an unknown id or a missing env package is a
+    :class:`UsageError` naming it."""
     _register(env_id)
     try:
-        env = gym.make(env_id, **kwargs)
+        env = apply_wrappers(gym.make(env_id, **kwargs), wrappers)
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
     return as_tokens(env, env_id, action_bins, action_clip) if tokens else env
@@ -100,15 +103,17 @@ def check_spaces(env_id: str, obs_space: gym.Space, act_space: gym.Space) -> Non
 
 def make_vector_env(env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None,
                     action_bins: int | None = None, action_clip: tuple[float, float] | None = None,
-                    ) -> tuple[gym.vector.VectorEnv, bool]:
-    """The fastest vector env for ``env_id``, as tokens (:func:`as_tokens`); returns ``(envs,
-    shares_state_by_copy)``. An id gymnasium does not know is a :class:`UsageError` naming it."""
+                    wrappers: Sequence[Wrapper] = ()) -> tuple[gym.vector.VectorEnv, bool]:
+    """The fastest vector env for ``env_id``, each inside ``wrappers``, as tokens (:func:`as_tokens`);
+    returns ``(envs, shares_state_by_copy)``. An id gymnasium does not know is a :class:`UsageError`
+    naming it."""
     env_kwargs = env_kwargs or {}
     _register(env_id)
-    if env_id in _STATE_COPY_ENVS:
+    if env_id in _STATE_COPY_ENVS and not wrappers:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs)
         return envs, True
-    wrap = [lambda env: as_tokens(env, env_id, action_bins, action_clip)]  # a space no policy takes: a UsageError
+    # a space no policy takes: a UsageError
+    wrap = [lambda env: as_tokens(apply_wrappers(env, wrappers), env_id, action_bins, action_clip)]
     try:
         envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", wrappers=wrap, **env_kwargs)
     except gym.error.Error as e:

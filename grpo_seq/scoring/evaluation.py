@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -39,11 +39,12 @@ class PolicyEvaluator:
     """
 
     def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None,
-                 action_bins: int | None = None, action_clip: tuple[float, float] | None = None):
+                 action_bins: int | None = None, action_clip: tuple[float, float] | None = None,
+                 wrappers: Sequence[Any] = ()):
         if num_episodes < 1:
             raise ConfigError(f"PolicyEvaluator: num_episodes must be >= 1, got {num_episodes}")
         # as tokens (a continuous action cut as in training), or a UsageError naming the space
-        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs, action_bins, action_clip)
+        self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs, action_bins, action_clip, wrappers)
         self.num_episodes, self.seed = num_episodes, seed
         spec = self.envs.spec
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000

@@ -1,0 +1,65 @@
+"""Wrappers named by import path (grpo_seq/sampling/env_wrappers.py) around a job's env: in training,
+evaluation and acting alike; MiniGrid's family default."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpo_seq.errors import UsageError
+from grpo_seq.sampling.env import make_env
+from grpo_seq.sampling.env_wrappers import load_wrappers
+
+TIME = "gymnasium.wrappers:TimeAwareObservation"  # CartPole's 4 numbers and the step count: 5
+
+
+@pytest.mark.parametrize("path, says", [
+    ("TimeAwareObservation", "'TimeAwareObservation' is not an import path; give module:Wrapper"),
+    ("no_such_pkg:W", "'no_such_pkg:W': cannot import no_such_pkg"),
+    ("gymnasium.wrappers:NoSuchWrapper", "'gymnasium.wrappers:NoSuchWrapper': gymnasium.wrappers has no class or "
+                                         "function 'NoSuchWrapper'"),
+])
+def test_a_path_that_names_no_wrapper_is_one_line_naming_the_option(path, says):
+    with pytest.raises(UsageError) as e:
+        load_wrappers([path])
+    assert str(e.value) == f"--env_wrappers: {says}" or str(e.value).startswith(f"--env_wrappers: {says}")
+
+
+def test_both_spellings_load_the_same_class_and_wrap_innermost_first():
+    import gymnasium as gym
+
+    assert load_wrappers([TIME]) == load_wrappers(["gymnasium.wrappers.TimeAwareObservation"]) == \
+        [gym.wrappers.TimeAwareObservation]
+    env = make_env("CartPole-v1", wrappers=load_wrappers([TIME, "gymnasium.wrappers:RecordEpisodeStatistics"]))
+    assert env.observation_space.shape == (5,)
+    assert isinstance(env, gym.wrappers.RecordEpisodeStatistics) and isinstance(env.env, gym.wrappers.TimeAwareObservation)
+
+
+def test_a_job_trains_evaluates_and_acts_inside_its_wrappers(tmp_path, capsys):
+    from grpo_seq.cli.tools import eval_env
+    from grpo_seq.io.serialization import load_policy
+    from grpo_seq.jobs.env import run_env_job
+    from grpo_seq.jobs.env_spec import EnvJob
+
+    spec = EnvJob(env_id="CartPole-v1", env_wrappers=[TIME], total_env_steps=1_000, eval_every=500,
+                  eval_episodes=2, output_dir=str(tmp_path / "run"), seed=0)
+    assert run_env_job(spec)["final_eval_return"] > 0  # evaluated inside the wrapper too
+    assert load_policy(str(tmp_path / "run" / "policy")).init_kwargs["obs_dim"] == 5
+    capsys.readouterr()
+    eval_env(["--policy", str(tmp_path / "run" / "policy"), "--episodes", "2", "--env_wrappers", TIME])
+    assert len(json.loads(capsys.readouterr().out)["returns"]) == 2
+    with pytest.raises(SystemExit):  # without the wrapper the policy's inputs do not fit: one line, exit 2
+        eval_env(["--policy", str(tmp_path / "run" / "policy"), "--episodes", "2"])
+    assert "takes 5 observation numbers; CartPole-v1 gives 4" in capsys.readouterr().err
+
+
+def test_minigrid_envs_take_rl_zoos_flat_wrapper_by_default():
+    from grpo_seq.jobs.env_spec import EnvJob
+
+    spec = EnvJob(env_id="MiniGrid-DoorKey-5x5-v0")
+    assert spec.env_wrappers == ["minigrid.wrappers:FlatObsWrapper"] and spec.max_episode_steps == 2_000
+    assert EnvJob(env_id="CartPole-v1").env_wrappers is None
+    pytest.importorskip("minigrid")
+    env = make_env("MiniGrid-Empty-5x5-v0", wrappers=load_wrappers(spec.env_wrappers))  # registered on first use
+    assert len(env.observation_space.shape) == 1
