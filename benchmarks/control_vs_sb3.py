@@ -17,7 +17,8 @@ machine drift hits both alike, each in its own subprocess (so peak memory belong
 A continuous action is ours cut into bins (its defaults' ``action_bins``) and SB3's Gaussian
 policy's own: SB3 is evaluated on the env's actions (its mean action, clipped to the bounds, as its
 ``predict`` gives), ours on the bins' values. An env without a ``reward_threshold`` takes
-``THRESHOLDS``'s.
+``THRESHOLDS``'s. rl-zoo3's ``env_wrapper`` (MiniGrid's ``FlatObsWrapper``) wraps PPO's envs; ours
+take the same wrapper from their family's defaults (MiniGrid needs the extra ``minigrid``).
 Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
 ``grpo_seq.scoring.evaluation.PolicyEvaluator`` (SB3's policy through an adapter that applies its
 ``VecNormalize`` observation statistics), reset seeds from ``eval_stream_seed(seed)`` on (each
@@ -50,10 +51,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")
 EVAL_EVERY = {"CartPole-v1": 1_000, "Acrobot-v1": 5_000, "MountainCar-v0": 10_000, "LunarLander-v3": 20_000,
               "Pendulum-v1": 5_000, "MountainCarContinuous-v0": 5_000, "LunarLanderContinuous-v3": 20_000,
-              "HalfCheetah-v5": 20_000, "Hopper-v5": 20_000}
+              "HalfCheetah-v5": 20_000, "Hopper-v5": 20_000, "MiniGrid-Empty-Random-5x5-v0": 5_000,
+              "MiniGrid-DoorKey-5x5-v0": 5_000}
 # Pendulum registers no threshold: -200 is where its pendulum swings up and stays up from most starts
 # (rl-zoo3's PPO ends near -170 on its benchmark page)
-THRESHOLDS = {"Pendulum-v1": -200.0}
+# MiniGrid's return is 1 - 0.9 x steps / the step limit on reaching the goal, else 0: 0.9 is the goal
+# reached in every episode within a ninth of the limit (Empty-Random-5x5: 11 of 100 steps)
+THRESHOLDS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-Random-5x5-v0": 0.9, "MiniGrid-DoorKey-5x5-v0": 0.9}
 SYSTEMS = ("ours", "sb3")
 # SB3's budget there is 1M env steps: minutes a run
 LONG = ("MountainCar-v0", "LunarLander-v3", "LunarLanderContinuous-v3", "HalfCheetah-v5", "Hopper-v5")
@@ -63,6 +67,9 @@ def threshold_of(env_id: str) -> float:
     """The env's ``reward_threshold``, else :data:`THRESHOLDS`'s."""
     import gymnasium as gym
 
+    from grpo_seq.sampling.env_packages import register_namespace
+
+    register_namespace(env_id)
     value = gym.spec(env_id).reward_threshold
     if value is None and env_id not in THRESHOLDS:
         raise SystemExit(f"{env_id} has no reward_threshold; add one to THRESHOLDS")
@@ -88,7 +95,7 @@ def ppo_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     the entries that are not PPO arguments (env count, budget, normalisation) are left out."""
     from torch import nn
 
-    skip = {"n_envs", "n_timesteps", "policy", "normalize"}
+    skip = {"n_envs", "n_timesteps", "policy", "normalize", "env_wrapper"}
     out = {}
     for k, v in settings.items():
         if k in skip:
@@ -156,12 +163,17 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from grpo_seq.jobs.env import env_wrappers
+    from grpo_seq.sampling.env_packages import register_namespace
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
     zoo = zoo_settings(env_id)
     threshold = threshold_of(env_id)
-    env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed)
+    register_namespace(env_id)  # MiniGrid's ids exist once the package is imported
+    wrappers = env_wrappers(env_id, [zoo["env_wrapper"]] if zoo.get("env_wrapper") else [])
+    env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed,
+                       wrapper_class=wrappers[0] if wrappers else None)
     if zoo.get("normalize"):
         env = VecNormalize(env, gamma=zoo.get("gamma", 0.99))
     model = PPO(zoo.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **ppo_kwargs(zoo))
@@ -171,7 +183,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
         native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
         evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
     else:
-        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed))
+        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), wrappers=wrappers)
 
     class Evaluations(BaseCallback):
         def __init__(self) -> None:
