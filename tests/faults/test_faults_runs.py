@@ -182,6 +182,7 @@ def test_a_tilde_in_output_dir_is_the_home_folder(run_main, cartpole, tmp_path, 
 @pytest.mark.parametrize("argv, named", [
     (["--env_id", "NoSuchEnv-v3"], "--env_id NoSuchEnv-v3: gymnasium cannot make it (NameNotFound"),
     (["--env_id", "Pendulum-v1", "--action_clip", "1", "-1"], "--action_clip: must be two finite numbers, low < high"),
+    (["--env_wrappers", "no_such_pkg:Wrap"], "--env_wrappers: 'no_such_pkg:Wrap': cannot import no_such_pkg"),
 ])
 def test_an_unknown_env_or_a_bad_action_form_is_one_line(run_main, cartpole, tmp_path, argv, named):
     res = run_main(cartpole, [*TINY, *argv, "--output_dir", str(tmp_path / "run")])
