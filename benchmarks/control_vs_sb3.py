@@ -163,7 +163,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from grpo_seq.jobs.env import env_wrappers
+    from grpo_seq.jobs.env import env_wrappers, eval_greedy
     from grpo_seq.sampling.env_packages import register_namespace
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
@@ -183,7 +183,8 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
         native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
         evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
     else:
-        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), wrappers=wrappers)
+        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), wrappers=wrappers,
+                                   greedy=eval_greedy(env_id))  # MiniGrid: sampled, as rl-zoo3 and ours
 
     class Evaluations(BaseCallback):
         def __init__(self) -> None:

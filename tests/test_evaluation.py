@@ -60,3 +60,23 @@ def test_a_policy_cut_into_other_bins_than_the_evaluated_env_is_refused():
     with pytest.raises(ConfigError, match="picks among 3 actions, but Pendulum-v1 as evaluated here has 11"):
         PolicyEvaluator("Pendulum-v1", num_episodes=1)(three)
     assert PolicyEvaluator("Pendulum-v1", num_episodes=1, action_bins=3)(three).shape == (1,)
+
+
+def test_sampled_evaluations_repeat_for_a_seed_and_differ_from_greedy_ones():
+    torch.manual_seed(0)
+    policy = CategoricalMLPPolicy(4, 2)  # untrained: near-even odds, so sampling changes the episodes
+    sampled = PolicyEvaluator("CartPole-v1", num_episodes=6, greedy=False)
+    first, again = sampled(policy, seed=7), sampled(policy, seed=7)
+    assert np.array_equal(first, again)  # the draws come from the evaluation's seed
+    assert not np.array_equal(first, PolicyEvaluator("CartPole-v1", num_episodes=6)(policy, seed=7))
+    assert not np.array_equal(first, sampled(policy, seed=8))
+
+
+def test_minigrid_evaluates_sampled_actions_by_default_and_other_envs_greedy():
+    from grpo_seq.jobs.env import eval_greedy
+    from grpo_seq.jobs.env_spec import EnvJob
+
+    assert EnvJob(env_id="MiniGrid-DoorKey-5x5-v0").eval_greedy is False and eval_greedy("BabyAI-GoToLocal-v0") is False
+    assert EnvJob(env_id="CartPole-v1").eval_greedy is True and EnvJob(env_id="LunarLander-v3").eval_greedy is True
+    assert EnvJob(env_id="MiniGrid-DoorKey-5x5-v0", eval_greedy=True).eval_greedy is True
+    assert eval_greedy("MiniGrid-DoorKey-5x5-v0", True) is True

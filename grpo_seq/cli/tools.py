@@ -45,6 +45,9 @@ class EvalEnvArgs:
     env_wrappers: list[str] | None = field(
         default=None, metadata={"help": "The wrappers the policy was trained inside, by import path (as train-env's "
                                 "--env_wrappers; default: the env family's)."})
+    greedy: bool | None = field(
+        default=None, metadata={"help": "The likeliest action at each step (false: sampled, seeded by --seed); default: "
+                                "the env family's (train-env's --eval_greedy).", "nargs": "?", "const": True})
 
     def __post_init__(self) -> None:
         if not 1 <= self.episodes <= MAX_EPISODES:
@@ -75,7 +78,7 @@ def _load_policy_folder(path: str) -> Any:
 
 def eval_env(argv: list[str] | None = None) -> None:
     """``grpo-seq eval env --policy DIR``: greedy returns of a saved policy, as JSON."""
-    from ..jobs.env import env_wrappers, policy_action_bins
+    from ..jobs.env import env_wrappers, eval_greedy, policy_action_bins
     from ..scoring.evaluation import PolicyEvaluator
 
     with cli_errors():
@@ -83,7 +86,8 @@ def eval_env(argv: list[str] | None = None) -> None:
         policy = _load_policy_folder(args.policy)
         # a continuous action is cut into as many values as the policy was trained on
         evaluate = PolicyEvaluator(args.env_id, args.episodes, action_bins=policy_action_bins(policy),
-                                   wrappers=env_wrappers(args.env_id, args.env_wrappers))
+                                   wrappers=env_wrappers(args.env_id, args.env_wrappers),
+                                   greedy=eval_greedy(args.env_id, args.greedy))
         obs_dim = evaluate.envs.single_observation_space.shape[0]
         wanted = getattr(policy, "init_kwargs", {}).get("obs_dim", obs_dim)
         if wanted != obs_dim:

@@ -23,11 +23,11 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
                      scale_rewards="group", absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
                      obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=0.0, total_env_steps=50_000,
-                     eval_every=5_000),
+                     eval_every=5_000, eval_greedy=True),
     "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
                     scale_rewards="group", absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
                     obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
-                    total_env_steps=500_000, eval_every=10_000),
+                    total_env_steps=500_000, eval_every=10_000, eval_greedy=True),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 # the envs whose settings were measured before anchor steps existed (their records stand as measured)
@@ -66,8 +66,9 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end
 # their own episodes (a step limit of their own, which no registered time limit states): a cap
-# above any of theirs sizes the episode buffers.
-_MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_steps=2_000)
+# above any of theirs sizes the episode buffers. Evaluated with sampled actions, as rl-zoo3 evaluates
+# MiniGrid: an argmax policy can turn on the spot forever where a sampled one moves on.
+_MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_steps=2_000, eval_greedy=False)
 FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID}
 
 # An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test

@@ -61,7 +61,7 @@ from .env_spec import EnvJob
 from .folder import resolve_run_dir
 
 __all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
-           "check_spaces", "env_form", "env_wrappers", "env_codec", "policy_action_bins",
+           "check_spaces", "env_form", "env_wrappers", "eval_greedy", "env_codec", "policy_action_bins",
            # what a door builds its envs and acts with, as the job does
            "make_env", "env_name", "make_actor"]
 
@@ -94,6 +94,11 @@ def env_form(spec: EnvJob) -> dict[str, Any]:
 def env_wrappers(env_id: str, paths: Sequence[str] | None = None) -> list[Any]:
     """The wrappers ``paths`` name, loaded (None: the env family's, :mod:`grpo_seq.envs.defaults`)."""
     return load_wrappers(per_env(env_id).get("env_wrappers", []) if paths is None else paths)
+
+
+def eval_greedy(env_id: str, given: bool | None = None) -> bool:
+    """Whether ``env_id``'s evaluations take the likeliest action: ``given``, else its family's."""
+    return per_env(env_id)["eval_greedy"] if given is None else given
 
 
 def solved_threshold(spec: EnvJob) -> float | None:
@@ -232,7 +237,8 @@ class EnvRun:
         self.trainer = GRPOLoop(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
-                                        env_kwargs=self._env_kwargs(), **env_form(spec)) if spec.eval_every else None
+                                        env_kwargs=self._env_kwargs(), greedy=spec.eval_greedy,
+                                        **env_form(spec)) if spec.eval_every else None
         self.state = EnvLoopState(next_eval=spec.eval_every, eval_seed=eval_stream_seed(spec.seed))
         if spec.resume_from:
             self.state = EnvLoopState(**{**dataclasses.asdict(self.state), **self.trainer.resume(spec.resume_from)})

@@ -41,7 +41,11 @@ class EnvJob(JobSpec, LoopConfig):
     max_episode_steps: int | None = field(
         default=None, metadata={"help": "End episodes after this many steps (default: the env's own time limit)."}
     )
-    eval_episodes: int = field(default=10, metadata={"help": "Greedy episodes per evaluation."})
+    eval_episodes: int = field(default=10, metadata={"help": "Episodes per evaluation."})
+    eval_greedy: bool | None = field(
+        default=None, metadata={"help": "Evaluate with the likeliest action at each step (false: actions sampled from "
+                                "the policy, seeded by the evaluation's seed, as rl-zoo3 evaluates MiniGrid and Atari). "
+                                f"{PER_ENV}.", "nargs": "?", "const": True})
     solved_return: float | None = field(
         default=None, metadata={"help": "Eval mean return that counts as solved (default: the env spec's reward_threshold; "
                                  "an env without one is never solved and trains its whole budget)."}
@@ -209,7 +213,7 @@ class EnvJob(JobSpec, LoopConfig):
     # Budgets, evaluation and how the run is computed may change on --resume_from; the policy's
     # shape and the algorithm may not (GRPOLoop.resume refuses those, naming each).
     RESUME_MAY_CHANGE: ClassVar[frozenset[str]] = LoopConfig.RESUME_MAY_CHANGE | {
-        "total_env_steps", "eval_every", "eval_episodes", "solved_return", "stop_after_solved", "record", "keep_best",
+        "total_env_steps", "eval_every", "eval_episodes", "eval_greedy", "solved_return", "stop_after_solved", "record", "keep_best",
         "torch_threads", "use_cpu",
     }
 

@@ -28,7 +28,7 @@ def eval_stream_seed(run_seed: int) -> int:
 
 
 class PolicyEvaluator:
-    """Runs ``num_episodes`` greedy episodes at once and returns their returns.
+    """Runs ``num_episodes`` episodes at once, greedy unless ``greedy=False``, and returns their returns.
 
     The env is built once and reused; each call resets it with the next seed of its own
     stream, so evaluations neither touch nor depend on the training RNGs. A vector env seeded
@@ -40,25 +40,27 @@ class PolicyEvaluator:
 
     def __init__(self, env_id: str, num_episodes: int = 10, seed: int = 10_000, env_kwargs: dict[str, Any] | None = None,
                  action_bins: int | None = None, action_clip: tuple[float, float] | None = None,
-                 wrappers: Sequence[Any] = ()):
+                 wrappers: Sequence[Any] = (), greedy: bool = True):
         if num_episodes < 1:
             raise ConfigError(f"PolicyEvaluator: num_episodes must be >= 1, got {num_episodes}")
         # as tokens (a continuous action cut as in training), or a UsageError naming the space
         self.envs, _ = make_vector_env(env_id, num_episodes, env_kwargs, action_bins, action_clip, wrappers)
-        self.num_episodes, self.seed = num_episodes, seed
+        self.num_episodes, self.seed, self.greedy = num_episodes, seed, greedy
         spec = self.envs.spec
         self.max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 100_000
 
     @torch.no_grad()
     def __call__(self, policy: nn.Module, seed: int | None = None) -> np.ndarray:
-        """Greedy returns of ``num_episodes`` episodes, reset with seeds ``seed, seed + 1, ...``;
-        ``seed`` defaults to the next of the stream."""
+        """Returns of ``num_episodes`` episodes, reset with seeds ``seed, seed + 1, ...`` (``seed``
+        defaults to the next of the stream), the likeliest action taken at each step, or with
+        ``greedy=False`` one sampled, drawn from generators seeded by ``seed``."""
         if seed is None:
             seed, self.seed = self.seed, self.seed + self.num_episodes
         self.last_seed = seed
         self._check_actions(policy)
         obs, _ = self.envs.reset(seed=seed)
-        act = make_actor(policy, greedy=True)
+        act = make_actor(policy, greedy=True) if self.greedy else make_actor(
+            policy, np.random.default_rng(seed), torch.Generator().manual_seed(seed), greedy=False)
         returns = np.zeros(self.num_episodes)
         alive = np.ones(self.num_episodes, dtype=bool)
         for _ in range(self.max_steps):
