@@ -1156,7 +1156,16 @@ def experiments_page() -> str:
 
 
 # What an LM task's arms show, in words (the numbers stay in the tables). Keyed by task.
+# keyed by task, or by (task, minutes) where a task has sections at several budgets
 LM_FINDINGS = {
+    ("base_conversion", 15): (
+        "The constant-answer baseline (cb64: each reward minus what the same completion earns on 64 training "
+        "items) did not stop a collapse; it made one: two of its three seeds ended with no held-out item right, "
+        "and the arm ended below the defaults with its interval clear of 0. By construction an answer right on "
+        "no item at all (one without the tags, say) keeps a corrected reward of 0, above a plausible wrong answer "
+        "that is right on some items, so within a group the correction pushes away from plausible answers as "
+        "much as from the common one. The option stays off by default; a correction that only shrinks the reward "
+        "of a right common answer is the next thing to try."),
     "knights_knaves": (
         "The recipe's defaults stay. A learning rate of 5e-5 learned less on every seed than 2e-5, the default, and "
         "varied more between seeds. Without the KL term (beta 0, no reference model to score) a run takes more steps "
@@ -1212,7 +1221,7 @@ def lm_arm_questions() -> list[str]:
                    "has each seed.\n\n"
                    + table(["arm", "options", "seeds", "steps (median)", "trained (mean)", "gain over base, points [95%]",
                             "against the defaults, points [95%]"], rows)
-                   + (f"\n{LM_FINDINGS[task]}\n" if task in LM_FINDINGS else ""))
+                   + (f"\n{finding}\n" if (finding := LM_FINDINGS.get((task, minutes), LM_FINDINGS.get(task))) else ""))
     return out
 
 

@@ -57,6 +57,8 @@ def test_the_summary_line_says_when_an_interval_holds_zero():
     assert line.startswith("held-out, 4 items (exact): base 25.0% [") and "-> trained 50.0% [" in line
     assert "difference +25.0 points [" in line and "(the interval holds 0: no gain shown)" in line
     assert "best constant answer '<a>1</a>' 75.0%" in line and "trained minus it -25.0 points" in line
+    worse = summary_line({"metric": "exact", **compare([1] * 20, [0] * 20, None)})  # every item lost
+    assert "difference -100.0 points [" in worse and "(the interval is below 0: the trained model is worse)" in worse
     base_only = summary_line({"metric": "exact", **compare([0, 1, 0, 0], None, ("<a>1</a>", [1, 1, 1, 0]))})
     assert "trained" not in base_only and "base minus it -50.0 points" in base_only
 

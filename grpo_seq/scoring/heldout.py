@@ -120,7 +120,10 @@ def summary_line(result: dict) -> str:
     line = f"held-out, {result['n']} items ({result['metric']}): base {score('base')}"
     if "trained" in result:
         line += f" -> trained {score('trained')}; difference {_points(result['trained_minus_base'], b)}"
-        if not result["trained_minus_base"]["interval"][0] > 0:
+        low, high = result["trained_minus_base"]["interval"]
+        if high < 0:
+            line += " (the interval is below 0: the trained model is worse)"
+        elif not low > 0:
             line += " (the interval holds 0: no gain shown)"
     if "best_constant" in result:
         line += f"; best constant answer {result['best_constant']['completion']!r:.40} {score('best_constant')}"
