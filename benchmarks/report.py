@@ -1158,6 +1158,11 @@ def experiments_page() -> str:
 # What an LM task's arms show, in words (the numbers stay in the tables). Keyed by task.
 # keyed by task, or by (task, minutes) where a task has sections at several budgets
 LM_FINDINGS = {
+    "number_format": (
+        "A curriculum (numbers of 10 to 1,000 first, the task's own once the reward's mean over 8 steps reached "
+        "0.5) ended above the defaults on two seeds and level on the third, but the difference holds 0; its runs also took more steps in the same minutes (shorter numbers are fewer "
+        "tokens, and the other core's load differed), so part of any gain is steps. Not yet a reason to make a "
+        "curriculum the recipe's default; a task whose base model starts near 0 is where it should matter most."),
     ("base_conversion", 15): (
         "The constant-answer baseline (cb64: each reward minus what the same completion earns on 64 training "
         "items) did not stop a collapse; it made one: two of its three seeds ended with no held-out item right, "
