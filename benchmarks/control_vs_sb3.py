@@ -51,13 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ENVS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")
 EVAL_EVERY = {"CartPole-v1": 1_000, "Acrobot-v1": 5_000, "MountainCar-v0": 10_000, "LunarLander-v3": 20_000,
               "Pendulum-v1": 5_000, "MountainCarContinuous-v0": 5_000, "LunarLanderContinuous-v3": 20_000,
-              "HalfCheetah-v5": 20_000, "Hopper-v5": 20_000, "MiniGrid-Empty-Random-5x5-v0": 5_000,
-              "MiniGrid-DoorKey-5x5-v0": 5_000}
+              "HalfCheetah-v5": 20_000, "Hopper-v5": 20_000, "MiniGrid-Empty-Random-5x5-v0": 5_000}
 # Pendulum registers no threshold: -200 is where its pendulum swings up and stays up from most starts
 # (rl-zoo3's PPO ends near -170 on its benchmark page)
 # MiniGrid's return is 1 - 0.9 x steps / the step limit on reaching the goal, else 0: 0.9 is the goal
 # reached in every episode within a ninth of the limit (Empty-Random-5x5: 11 of 100 steps)
-THRESHOLDS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-Random-5x5-v0": 0.9, "MiniGrid-DoorKey-5x5-v0": 0.9}
+THRESHOLDS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-Random-5x5-v0": 0.9}
 SYSTEMS = ("ours", "sb3")
 # SB3's budget there is 1M env steps: minutes a run
 LONG = ("MountainCar-v0", "LunarLander-v3", "LunarLanderContinuous-v3", "HalfCheetah-v5", "Hopper-v5")
@@ -164,13 +163,11 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.vec_env import VecNormalize
 
     from grpo_seq.jobs.env import env_wrappers, eval_greedy
-    from grpo_seq.sampling.env_packages import register_namespace
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
     zoo = zoo_settings(env_id)
-    threshold = threshold_of(env_id)
-    register_namespace(env_id)  # MiniGrid's ids exist once the package is imported
+    threshold = threshold_of(env_id)  # registers MiniGrid's ids, which exist once the package is imported
     wrappers = env_wrappers(env_id, [zoo["env_wrapper"]] if zoo.get("env_wrapper") else [])
     env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed,
                        wrapper_class=wrappers[0] if wrappers else None)

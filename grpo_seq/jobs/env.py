@@ -88,7 +88,7 @@ def env_form(spec: EnvJob) -> dict[str, Any]:
     keywords: what the policy sees of the env and how a continuous action becomes tokens, the same
     in training, evaluation and acting."""
     return {"action_bins": spec.action_bins, "action_clip": tuple(spec.action_clip) if spec.action_clip else None,
-            "wrappers": load_wrappers(getattr(spec, "env_wrappers", None) or [])}
+            "wrappers": load_wrappers(spec.env_wrappers or [])}
 
 
 def env_wrappers(env_id: str, paths: Sequence[str] | None = None) -> list[Any]:
@@ -177,16 +177,17 @@ def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None
     observation (a running normalisation); ``max_episode_steps``, the episodes' cap where the env
     has no time limit and the spec names none."""
     seed = spec.seed + 1_000_003 * process_index
+    form = env_form(spec)  # the wrappers imported once, not at every env made
     limit = spec.max_episode_steps or max_episode_steps
     if spec.group_mode == "alternatives":
-        make = env_fn or (lambda: make_env(spec.env_id, **env_form(spec),
+        make = env_fn or (lambda: make_env(spec.env_id, **form,
                                            **({"max_episode_steps": limit} if limit else {})))
         return AlternativesSampler(make, spec.num_groups, None if spec.every_action else spec.num_generations,
                                    horizon=spec.horizon, gamma=spec.gamma, seed=seed, reward_fn=reward_fn)
     bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
         if spec.exploration_bonus > 0 and obs_scale is not None else None
-    if env_fn is None and not env_objects and any(env_form(spec).values()):
-        env_fn = lambda: make_env(spec.env_id, **env_form(spec))  # noqa: E731  (wrappers, a continuous action's bins)
+    if env_fn is None and not env_objects and any(form.values()):
+        env_fn = lambda: make_env(spec.env_id, **form)  # noqa: E731  (wrappers, a continuous action's bins)
     return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations, seed=seed, max_episode_steps=limit,
                            env_fn=env_fn, reward_fn=reward_fn, bonus=bonus, branch_prob=spec.branch_prob,
                            env_objects=env_objects, obs_transform=obs_transform)

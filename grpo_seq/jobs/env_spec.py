@@ -63,8 +63,8 @@ class EnvJob(JobSpec, LoopConfig):
     env_wrappers: list[str] | None = field(
         default=None,
         metadata={"help": "Wrappers put around the env, innermost first, by import path (module:Class or module.Class, "
-                  "rl-zoo3's env_wrapper), in training, evaluation and acting: minigrid.wrappers:ImgObsWrapper "
-                  "keeps a MiniGrid observation's image. default: per env family (grpo_seq.envs.defaults), else "
+                  "rl-zoo3's env_wrapper), in training, evaluation and acting: minigrid.wrappers:FlatObsWrapper "
+                  "flattens a MiniGrid observation and its mission. default: per env family (grpo_seq.envs.defaults), else "
                   "none."},
     )
     action_bins: int | None = field(

@@ -234,7 +234,8 @@ def build(cfg: LMJob, rows: Any, scorer: RewardScorer, model: torch.nn.Module, t
         )
     sampler.sampling.update(generation_options or {})
     policy = CausalLMPolicy(model, tokenizer, sampling_dtype=cfg.sampling_dtype)
-    score_fn = scorer if not cfg.constant_baseline_items else ConstantBaseline(scorer, rows, cfg.constant_baseline_items, cfg.seed)
+    score_fn = (ConstantBaseline(scorer, rows, cfg.constant_baseline_items, cfg.seed) if cfg.constant_baseline_items
+                else scorer)
     trainer = GRPOLoop(cfg, policy, sampler, accelerator, score_fn=score_fn)
     if cfg.torch_threads != 0 or accelerator.device.type != "cpu":
         cores = None
