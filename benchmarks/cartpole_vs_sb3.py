@@ -92,11 +92,13 @@ class SB3Actor:
             return self.policy.get_distribution(obs).get_actions(deterministic=greedy)
 
     def numpy_actor(self, rng: Any = None, greedy: bool = True) -> Callable[[Any], Any]:
+        """Greedy: the likeliest action; else one drawn from the policy's softmax with ``rng`` (a
+        numpy Generator), as our actor samples for an env evaluated with sampled actions (MiniGrid)."""
         import numpy as np
         from torch import nn
 
-        if not greedy:
-            raise ValueError("SB3Actor.numpy_actor evaluates greedily only")
+        if not greedy and rng is None:
+            raise ValueError("SB3Actor.numpy_actor: sampled actions need an rng")
         mods = [*self.policy.mlp_extractor.policy_net, self.policy.action_net]
         layers = [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in mods
                   if isinstance(m, nn.Linear)]
@@ -108,7 +110,13 @@ class SB3Actor:
             for w, b in layers[:-1]:
                 h = np.tanh(h @ w + b)
             w, b = layers[-1]
-            return (h @ w + b).argmax(-1)
+            logits = h @ w + b
+            if greedy:
+                return logits.argmax(-1)
+            p = np.exp(logits - logits.max(-1, keepdims=True))
+            cdf = np.cumsum(p / p.sum(-1, keepdims=True), -1)
+            u = rng.random(cdf.shape[:-1] + (1,))
+            return np.minimum((cdf < u).sum(-1), cdf.shape[-1] - 1)
 
         return act
 

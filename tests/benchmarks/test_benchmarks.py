@@ -495,3 +495,28 @@ def test_control_vs_sb3_reads_rl_zoos_policy_kwargs_and_scores_sb3_on_the_envs_o
             _, r, terminated, truncated, _ = env.step(np.array([2.0], dtype=np.float32))
             total, done = total + r, terminated or truncated
         assert got == pytest.approx(total)
+
+
+def test_sb3_actor_samples_from_the_policys_softmax_when_not_greedy():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import cartpole_vs_sb3 as c
+    finally:
+        sys.path.pop(0)
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+
+    model = PPO("MlpPolicy", "CartPole-v1", policy_kwargs={"net_arch": [4]}, seed=0, device="cpu")
+    with torch.no_grad():  # logits log(1/4), log(3/4) whatever the observation
+        model.policy.action_net.weight.zero_()
+        model.policy.action_net.bias.copy_(torch.log(torch.tensor([0.25, 0.75])))
+    actor = c.SB3Actor(model.policy)
+    obs = np.zeros((20_000, 4), dtype=np.float32)
+    assert (actor.numpy_actor(greedy=True)(obs) == 1).all()
+    drawn = actor.numpy_actor(np.random.default_rng(0), greedy=False)(obs)
+    assert abs((drawn == 1).mean() - 0.75) < 0.02 and set(drawn.tolist()) == {0, 1}
+    again = actor.numpy_actor(np.random.default_rng(0), greedy=False)(obs)
+    assert (again == drawn).all()  # seeded by its rng
+    with pytest.raises(ValueError, match="need an rng"):
+        actor.numpy_actor(greedy=False)
