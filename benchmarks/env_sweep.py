@@ -5,8 +5,8 @@
         --question "Acrobot: ..." --id acrobot_defaults
 
 Each config is a JSON object of `grpo-seq train-env` options (`grpo_seq.jobs.env_spec.EnvJob`) over its defaults (CartPole-v1
-unless it names an `env_id`). Every run trains as the recipe does and evaluates 10 greedy
-episodes (`PolicyEvaluator`, the same seeds as the recipe) after the first update past every
+unless it names an `env_id`). Every run trains as the recipe does and evaluates 10
+episodes (`PolicyEvaluator`, the same seeds and the same greedy or sampled actions as the recipe) after the first update past every
 `--eval_every` env steps; "solved" is the first evaluation at or above the env's threshold. A
 run stops `--after` evaluations past solving (their returns show whether it stays solved) or at
 `--cap` env steps. Env steps to solve are exact
@@ -41,7 +41,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
 
     from grpo_seq import GRPOLoop
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
-    from grpo_seq.jobs.env import env_form, make_policy, make_sampler, solved_threshold
+    from grpo_seq.jobs.env import env_form, eval_greedy, make_policy, make_sampler, solved_threshold
     from grpo_seq.jobs.env_spec import EnvJob
 
     args = EnvJob(seed=seed, **overrides)
@@ -50,7 +50,8 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOLoop(args, policy, sampler, accelerator)
-    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed), **env_form(args))
+    evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed),
+                               greedy=eval_greedy(args.env_id, args.eval_greedy), **env_form(args))  # as the recipe
     next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
     while trainer.tokens_sampled < min(cap, args.total_env_steps):
         trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)
