@@ -92,8 +92,9 @@ class SB3Actor:
             return self.policy.get_distribution(obs).get_actions(deterministic=greedy)
 
     def numpy_actor(self, rng: Any = None, greedy: bool = True) -> Callable[[Any], Any]:
-        """Greedy: the likeliest action; else one drawn from the policy's softmax with ``rng`` (a
-        numpy Generator), as our actor samples for an env evaluated with sampled actions (MiniGrid)."""
+        """Greedy: the likeliest action; else one drawn from the policy's softmax by Gumbel-max with
+        ``rng`` (a numpy Generator), as our MLP's numpy actor draws (an env evaluated with sampled
+        actions: MiniGrid)."""
         import numpy as np
         from torch import nn
 
@@ -111,12 +112,7 @@ class SB3Actor:
                 h = np.tanh(h @ w + b)
             w, b = layers[-1]
             logits = h @ w + b
-            if greedy:
-                return logits.argmax(-1)
-            p = np.exp(logits - logits.max(-1, keepdims=True))
-            cdf = np.cumsum(p / p.sum(-1, keepdims=True), -1)
-            u = rng.random(cdf.shape[:-1] + (1,))
-            return np.minimum((cdf < u).sum(-1), cdf.shape[-1] - 1)
+            return (logits if greedy else logits + rng.gumbel(size=logits.shape)).argmax(-1)
 
         return act
 

@@ -19,9 +19,10 @@ policy's own: SB3 is evaluated on the env's actions (its mean action, clipped to
 ``predict`` gives), ours on the bins' values. An env without a ``reward_threshold`` takes
 ``THRESHOLDS``'s. rl-zoo3's ``env_wrapper`` (MiniGrid's ``FlatObsWrapper``) wraps PPO's envs; ours
 take the same wrapper from their family's defaults (MiniGrid needs the extra ``minigrid``).
-Both are evaluated the same way: ``--eval_every`` env steps, 10 greedy episodes of
-``grpo_seq.scoring.evaluation.PolicyEvaluator`` (sampled, seeded, where the env's family evaluates so: MiniGrid) (SB3's policy through an adapter that applies its
-``VecNormalize`` observation statistics), reset seeds from ``eval_stream_seed(seed)`` on (each
+Both are evaluated the same way: ``--eval_every`` env steps, 10 episodes of
+``grpo_seq.scoring.evaluation.PolicyEvaluator``, greedy (sampled and seeded where the env's family
+evaluates so: MiniGrid), SB3's policy through an adapter that applies its ``VecNormalize``
+observation statistics, reset seeds from ``eval_stream_seed(seed)`` on (each
 evaluation new start states, each run seed its own). "Solved" is the first
 evaluation at or above the env's ``reward_threshold``; each run stops ``--stop_after`` evaluations
 after it (0: runs its whole budget), so "final return" is the last evaluation's. Wall seconds count

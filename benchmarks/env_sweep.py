@@ -5,9 +5,9 @@
         --question "Acrobot: ..." --id acrobot_defaults
 
 Each config is a JSON object of `grpo-seq train-env` options (`grpo_seq.jobs.env_spec.EnvJob`) over its defaults (CartPole-v1
-unless it names an `env_id`). Every run trains as the recipe does and evaluates 10
-episodes (`PolicyEvaluator`, the same seeds and the same greedy or sampled actions as the recipe) after the first update past every
-`--eval_every` env steps; "solved" is the first evaluation at or above the env's threshold. A
+unless it names an `env_id`). Every run trains as the recipe does and evaluates 10 episodes
+(`PolicyEvaluator`, the same seeds and the same greedy or sampled actions as the recipe) after the
+first update past every `--eval_every` env steps; "solved" is the first evaluation at or above the env's threshold. A
 run stops `--after` evaluations past solving (their returns show whether it stays solved) or at
 `--cap` env steps. Env steps to solve are exact
 and machine-independent for a seed; the seconds are only indicative (one process, no warm-up
