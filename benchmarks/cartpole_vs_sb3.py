@@ -85,10 +85,20 @@ class SB3Actor:
     def __init__(self, policy: Any):
         self.policy = policy
 
-    def act(self, obs: Any, greedy: bool = True) -> Any:
+    @property
+    def numpy_acting(self) -> bool:
+        """An MLP on the flat observation acts through numpy; a CNN (MinAtar's frames) through torch."""
+        from stable_baselines3.common.torch_layers import FlattenExtractor
+
+        return isinstance(self.policy.features_extractor, FlattenExtractor)
+
+    def act(self, obs: Any, generator: Any = None, greedy: bool = True) -> Any:
+        """Actions for a batch of flat observations (an image's back in its shape); sampled ones
+        draw from torch's global generator (SB3's distributions take no other)."""
         import torch
 
         with torch.no_grad():
+            obs = obs.reshape(-1, *self.policy.observation_space.shape)
             return self.policy.get_distribution(obs).get_actions(deterministic=greedy)
 
     def numpy_actor(self, rng: Any = None, greedy: bool = True) -> Callable[[Any], Any]:

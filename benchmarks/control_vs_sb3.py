@@ -3,7 +3,7 @@ tuned hyper-parameters, read from the installed rl_zoo3 package (``hyperparams/p
 
     python benchmarks/control_vs_sb3.py --envs CartPole-v1 Acrobot-v1 MountainCar-v0 LunarLander-v3 --seeds 0 1 2 3 4
     python benchmarks/control_vs_sb3.py --envs Pendulum-v1 MountainCarContinuous-v0 --seeds 2000 2001 2002 2003 2004 \
-        --stop_after 0 --out benchmarks/results/continuous_vs_sb3/result.json
+        --stop_after 0 --out benchmarks/results/workloads_vs_sb3/result.json
 
 Needs the ``bench`` and ``control`` extras (``pip install -e ".[bench,control]"``: stable-baselines3,
 matplotlib, rl_zoo3, box2d).
@@ -63,12 +63,14 @@ SYSTEMS = ("ours", "sb3")
 LONG = ("MountainCar-v0", "LunarLander-v3", "LunarLanderContinuous-v3", "HalfCheetah-v5", "Hopper-v5")
 
 
-def threshold_of(env_id: str) -> float:
-    """The env's ``reward_threshold``, else :data:`THRESHOLDS`'s."""
+def threshold_of(env_id: str) -> float | None:
+    """The env's ``reward_threshold``, else :data:`THRESHOLDS`'s; None for MinAtar (final return only)."""
     import gymnasium as gym
 
     from grpo_seq.sampling.env_packages import register_namespace
 
+    if env_id.startswith("MinAtar/"):
+        return None
     register_namespace(env_id)
     value = gym.spec(env_id).reward_threshold
     if value is None and env_id not in THRESHOLDS:
@@ -82,11 +84,44 @@ def zoo_settings(env_id: str) -> dict[str, Any]:
     import yaml
 
     table = yaml.safe_load(Path(rl_zoo3.__file__).with_name("hyperparams").joinpath("ppo.yml").read_text())
+    if env_id.startswith("MinAtar/"):
+        return minatar_settings(env_id, table["atari"])
     if env_id not in table and env_id.endswith("-v5") and env_id[:-1] + "4" in table:
         env_id = env_id[:-1] + "4"  # rl-zoo3 tunes MuJoCo's v4; v5 is the same task with fixes
     if env_id not in table:
         raise SystemExit(f"rl_zoo3's ppo.yml has no entry for {env_id}")
     return dict(table[env_id])
+
+
+def minatar_settings(env_id: str, atari: dict[str, Any]) -> dict[str, Any]:
+    """rl-zoo3 has no MinAtar entry: its Atari one, without the ALE wrapper and frame stack that
+    MinAtar's frames do not need, on our MinAtar torso (the MinAtar paper's network, which SB3's
+    Nature CNN cannot be on 10 x 10 frames), with our family's episode cap and budget."""
+    from grpo_seq.envs.defaults import per_env
+
+    ours = per_env(env_id)
+    out = {k: v for k, v in atari.items() if k not in ("env_wrapper", "frame_stack")}
+    out.update(policy="CnnPolicy", n_timesteps=ours["total_env_steps"], max_episode_steps=ours["max_episode_steps"],
+               policy_kwargs=dict(features_extractor_class=image_features()))
+    return out
+
+
+def image_features() -> type:
+    """An SB3 features extractor of our :class:`~grpo_seq.policies.image_torso.ImageTorso`."""
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    from grpo_seq.policies.image_torso import ImageTorso
+
+    class ImageFeatures(BaseFeaturesExtractor):
+        def __init__(self, observation_space: Any):
+            torso = ImageTorso(observation_space.shape)
+            super().__init__(observation_space, torso.features)
+            self.torso = torso
+
+        def forward(self, obs: Any) -> Any:
+            return self.torso(obs.flatten(1))
+
+    return ImageFeatures
 
 
 def ppo_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +130,7 @@ def ppo_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     the entries that are not PPO arguments (env count, budget, normalisation) are left out."""
     from torch import nn
 
-    skip = {"n_envs", "n_timesteps", "policy", "normalize", "env_wrapper"}
+    skip = {"n_envs", "n_timesteps", "policy", "normalize", "env_wrapper", "max_episode_steps"}
     out = {}
     for k, v in settings.items():
         if k in skip:
@@ -170,7 +205,8 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     zoo = zoo_settings(env_id)
     threshold = threshold_of(env_id)  # registers MiniGrid's ids, which exist once the package is imported
     wrappers = env_wrappers(env_id, [zoo["env_wrapper"]] if zoo.get("env_wrapper") else [])
-    env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed,
+    limit = {"max_episode_steps": zoo["max_episode_steps"]} if zoo.get("max_episode_steps") else None
+    env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed, env_kwargs=limit,
                        wrapper_class=wrappers[0] if wrappers else None)
     if zoo.get("normalize"):
         env = VecNormalize(env, gamma=zoo.get("gamma", 0.99))
@@ -181,7 +217,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
         native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
         evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
     else:
-        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), wrappers=wrappers,
+        evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), env_kwargs=limit, wrappers=wrappers,
                                    greedy=eval_greedy(env_id))  # MiniGrid: sampled, as rl-zoo3 and ours
 
     class Evaluations(BaseCallback):
@@ -195,7 +231,7 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
             self.curve.append({"env_steps": self.num_timesteps, "seconds": time.perf_counter() - self.start,
                                "return": ret})
             self.next_eval = (self.num_timesteps // eval_every + 1) * eval_every
-            if self.solved_at is None and ret >= threshold:
+            if self.solved_at is None and threshold is not None and ret >= threshold:
                 self.solved_at = len(self.curve) - 1
             return not (stop_after and self.solved_at is not None and len(self.curve) - 1 - self.solved_at >= stop_after)
 
@@ -244,11 +280,12 @@ def run_sb3(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict[st
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def make_row(env_id: str, system: str, seed: int, run: dict[str, Any], threshold: float) -> dict[str, Any]:
+def make_row(env_id: str, system: str, seed: int, run: dict[str, Any], threshold: float | None) -> dict[str, Any]:
+    """A run's record; without a threshold (MinAtar) ``solved`` is None and only the returns count."""
     curve = run["curve"]
-    first = next((i for i, p in enumerate(curve) if p["return"] >= threshold), None)
+    first = next((i for i, p in enumerate(curve) if threshold is not None and p["return"] >= threshold), None)
     return {
-        "env_id": env_id, "system": system, "seed": seed, "solved": first is not None,
+        "env_id": env_id, "system": system, "seed": seed, "solved": None if threshold is None else first is not None,
         "solved_env_steps": curve[first]["env_steps"] if first is not None else None,
         "solved_seconds": curve[first]["seconds"] if first is not None else None,
         "final_eval_return": curve[-1]["return"] if curve else None,
@@ -265,7 +302,7 @@ def summarise(rows: list[dict], env_id: str) -> dict[str, Any]:
         mine = [r for r in rows if r["env_id"] == env_id and r["system"] == s]
         if not mine:
             continue
-        out[s] = {"solved": sum(r["solved"] for r in mine), "runs": len(mine),
+        out[s] = {"solved": None if mine[0]["solved"] is None else sum(r["solved"] for r in mine), "runs": len(mine),
                   "solved_env_steps": statistics.median(inf_if_none(r["solved_env_steps"]) for r in mine),
                   "solved_seconds": statistics.median(inf_if_none(r["solved_seconds"]) for r in mine),
                   "final_eval_return": statistics.median(r["final_eval_return"] for r in mine),
@@ -294,7 +331,8 @@ def plot(rows: list[dict], envs: list[str], thresholds: dict[str, float], path: 
                 ax.plot([p[x] for p in r["curve"]], [p["return"] for p in r["curve"]], color=colours[s], lw=0.9,
                         alpha=0.8, label=None if s in seen else labels[s])
                 seen.add(s)
-            ax.axhline(thresholds[env_id], color="grey", ls="--", lw=0.8)
+            if thresholds[env_id] is not None:
+                ax.axhline(thresholds[env_id], color="grey", ls="--", lw=0.8)
             if x == "env_steps":  # 1e5-sized ticks run into each other at this width
                 ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1000:g}k"))
             ax.set_xlabel(xlabel)

@@ -113,15 +113,16 @@ def cartpole_vs_sb3() -> tuple[str, list]:
 
 def control_vs_sb3(name: str = "control_vs_sb3",
                    title: str = "The classic control suite against Stable-Baselines3 PPO") -> tuple[str, list]:
-    """A record of benchmarks/control_vs_sb3.py: the classic control suite, or (``continuous_vs_sb3``)
-    continuous control."""
+    """A record of benchmarks/control_vs_sb3.py: the classic control suite, or (``workloads_vs_sb3``)
+    the other workloads."""
     if not (RESULTS / f"{name}/result.json").exists():
         return "", []
     d = load(f"{name}/result.json")
     rows = []
     for env_id, sm in d["summary"].items():
         o, b = sm["ours"], sm["sb3"]
-        rows.append([env_id, f"{o['solved']} / {o['runs']}", f"{b['solved']} / {b['runs']}",
+        solved = lambda m: "- (no threshold)" if m["solved"] is None else f"{m['solved']} / {m['runs']}"  # noqa: E731
+        rows.append([env_id, solved(o), solved(b),
                      fmt(o["solved_env_steps"], ",.0f"), fmt(b["solved_env_steps"], ",.0f"),
                      fmt(o["solved_seconds"], ".1f"), fmt(b["solved_seconds"], ".1f"),
                      fmt(sm["ratio_solved_seconds"], ".3f"), fmt(sm["ratio_solved_env_steps"], ".3f"),
@@ -132,7 +133,7 @@ def control_vs_sb3(name: str = "control_vs_sb3",
             "Ours: `recipes/gym_env.py --env_id E` with the env's defaults. SB3: PPO with rl-zoo3's tuned settings for "
             "E, read from the installed rl_zoo3 package (`hyperparams/ppo.yml`: n_envs, VecNormalize where it says "
             "normalize, linear schedules, its n_timesteps budget). Both: one torch thread, 10 greedy episodes of "
-            "`PolicyEvaluator` every `eval_every` env steps (" + ", ".join(f"{e} {v:,}" for e, v in st["eval_every"].items())
+            "`PolicyEvaluator` (sampled where the env's family evaluates so: MiniGrid) every `eval_every` env steps (" + ", ".join(f"{e} {v:,}" for e, v in st["eval_every"].items())
             + "), solved = the first evaluation at or above the env's `reward_threshold`; "
             + (f"each run stops {st['stop_after']} evaluations after solving, or at its budget"
                if st["stop_after"] else "each run trains its whole budget (ours: the env's `total_env_steps`; SB3: "
@@ -148,8 +149,9 @@ def control_vs_sb3(name: str = "control_vs_sb3",
             + "\nSeeds: " + "; ".join(f"{e} {', '.join(map(str, v))}" for e, v in st["seeds"].items()) + ".\n\n"
             + plot(name, "eval return against env steps and seconds, per env"))
     others = [e for e in d["summary"] if not e.startswith("CartPole")]
-    solved = {s: sum(d["summary"][e][s]["solved"] for e in others) for s in ("ours", "sb3")}
-    runs = sum(d["summary"][e]["ours"]["runs"] for e in others)
+    with_threshold = [e for e in others if d["summary"][e]["ours"]["solved"] is not None]
+    solved = {s: sum(d["summary"][e][s]["solved"] for e in with_threshold) for s in ("ours", "sb3")}
+    runs = sum(d["summary"][e]["ours"]["runs"] for e in with_threshold)
     headline = [f"{', '.join(others)}: median seconds to solve", "Stable-Baselines3 PPO (rl-zoo3 settings)",
                 "; ".join(f"{e.split('-')[0]} " + (f"{fmt(ratio, '.2f')}x" if (ratio := d['summary'][e]['ratio_solved_seconds'])
                                                       is not None else "- (our median run unsolved)") for e in others)
@@ -160,16 +162,16 @@ def control_vs_sb3(name: str = "control_vs_sb3",
     return text, headline
 
 
-def continuous_vs_sb3() -> tuple[str, list]:
-    """Continuous control (benchmarks/control_vs_sb3.py on Box-action envs): our bins against PPO's
-    Gaussian policy, and in words where ours ends below PPO."""
-    text, headline = control_vs_sb3("continuous_vs_sb3", "Continuous control against Stable-Baselines3 PPO")
+def workloads_vs_sb3() -> tuple[str, list]:
+    """Continuous actions, grid worlds and small-frame Atari (benchmarks/control_vs_sb3.py): our
+    tokens against PPO's policies, and in words where ours ends below PPO."""
+    text, headline = control_vs_sb3("workloads_vs_sb3", "Continuous actions, grid worlds and pixels against Stable-Baselines3 PPO")
     if not text:
         return text, headline
-    summary = load("continuous_vs_sb3/result.json")["summary"]
+    summary = load("workloads_vs_sb3/result.json")["summary"]
     below = [e for e, sm in summary.items() if sm["ours"]["final_eval_return"] < sm["sb3"]["final_eval_return"]]
-    unsolved = [e for e, sm in summary.items() if sm["ours"]["solved"] < sm["sb3"]["solved"]]
-    text += ("\nOurs: each dimension of the action cut into the env's `action_bins` values (its defaults in "
+    unsolved = [e for e, sm in summary.items() if (sm["ours"]["solved"] or 0) < (sm["sb3"]["solved"] or 0)]
+    text += ("\nOurs: each dimension of a continuous action cut into the env's `action_bins` values (its defaults in "
              "`grpo_seq/envs/defaults.py`); PPO: a Gaussian policy with gSDE where rl-zoo3 says so. "
              + (f"Ours ends below PPO (median final return) on {', '.join(below)}"
                 + (f", and solves fewer seeds on {', '.join(unsolved)}" if unsolved else "") + ". " if below else
@@ -914,7 +916,7 @@ def sb3_readme_example() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, continuous_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, workloads_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead, sb3_readme_example):
         text, head = fn()
         if text:

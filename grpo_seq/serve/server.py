@@ -24,14 +24,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m grpo_seq.serv
     # numpy's BLAS on one thread: a batch of observations through a small MLP is a few microseconds
     # of math, and BLAS threads spinning beside the event loop cost ten times that (set before numpy loads)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    store_lock = claim_store(cfg.store)  # before the service's imports (seconds): a store in use is told at once
     try:
         import uvicorn
 
         from .app import create_app
     except ImportError as e:
+        store_lock.release()
         print(f"error: the service needs the serve extra ({e}); pip install 'grpo-seq[serve]'", file=sys.stderr)
         raise SystemExit(2) from None
-    store_lock = claim_store(cfg.store)
     app = create_app(cfg, token)
     app.router.on_shutdown.append(store_lock.release)  # uvicorn ends a SIGTERM by raising it again: no finally runs
     if generated:

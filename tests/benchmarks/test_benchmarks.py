@@ -520,3 +520,38 @@ def test_sb3_actor_samples_from_the_policys_softmax_when_not_greedy():
     assert (again == drawn).all()  # seeded by its rng
     with pytest.raises(ValueError, match="need an rng"):
         actor.numpy_actor(greedy=False)
+
+
+def test_control_vs_sb3_gives_ppo_on_minatar_rl_zoos_atari_settings_our_torso_and_no_threshold():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import control_vs_sb3 as c
+    finally:
+        sys.path.pop(0)
+    import gymnasium as gym
+    import torch
+    from stable_baselines3.common.policies import ActorCriticCnnPolicy
+
+    from grpo_seq.policies.actor import make_actor
+
+    zoo = c.zoo_settings("MinAtar/Breakout-v1")  # rl-zoo3's "atari" entry, without ALE's wrapper and frame stack
+    assert (zoo["policy"], zoo["learning_rate"], zoo["n_envs"]) == ("CnnPolicy", "lin_2.5e-4", 8)
+    assert "env_wrapper" not in zoo and "frame_stack" not in zoo
+    assert (zoo["n_timesteps"], zoo["max_episode_steps"]) == (1_000_000, 1_000)  # our family's budget and cap
+    kwargs = c.ppo_kwargs(zoo)
+    assert "max_episode_steps" not in kwargs and kwargs["clip_range"](1.0) == pytest.approx(0.1)
+    space = gym.spaces.Box(0, 1, (10, 10, 4), dtype=bool)
+    policy = ActorCriticCnnPolicy(space, gym.spaces.Discrete(3), lambda _: 1e-3, **kwargs["policy_kwargs"])
+    assert policy.features_extractor.features_dim == 128
+    # the evaluator hands flat observations; the actor acts through torch on the frames
+    frames = torch.rand(6, 10, 10, 4)
+    actor = c.SB3Actor(policy)
+    assert actor.numpy_acting is False
+    got = make_actor(actor, greedy=True)(frames.reshape(6, -1).numpy())
+    assert (got == policy.get_distribution(frames).mode().numpy()).all()
+    # no threshold: nothing is "solved", only the returns count
+    assert c.threshold_of("MinAtar/Breakout-v1") is None
+    run = {"curve": [{"env_steps": 10, "seconds": 1.0, "return": 3.0}], "env_steps": 10, "seconds": 1.0, "peak_rss_gib": 0.1}
+    rows = [c.make_row("MinAtar/Breakout-v1", s, 0, run, None) for s in c.SYSTEMS]
+    assert rows[0]["solved"] is None and rows[0]["final_eval_return"] == 3.0
+    assert c.summarise(rows, "MinAtar/Breakout-v1")["ours"]["solved"] is None
