@@ -7,6 +7,8 @@
 - Smaller ones (MinAtar's 10 x 10) cannot pass its first filter: one layer of 16 3x3 filters,
   stride 1, ReLU, flattened, a linear layer to 128 features, ReLU (the MinAtar paper's network).
 
+``features`` sets the last layer's width instead (SB3's ``features_extractor_kwargs=dict(features_dim=N)``).
+
 An image whose smallest dimension comes last (height, width, channels: what gymnasium returns) is
 transposed to channels first, as SB3's ``VecTransposeImage`` does; pixels are divided by
 ``scale`` (255 for a uint8 image, as SB3 normalises them).
@@ -35,7 +37,7 @@ def channels_last(shape: Sequence[int]) -> bool:
 class ImageTorso(nn.Module):
     """``(n, prod(shape))`` flat observations -> ``(n, features)``."""
 
-    def __init__(self, shape: Sequence[int], scale: float = 1.0):
+    def __init__(self, shape: Sequence[int], scale: float = 1.0, features: int | None = None):
         super().__init__()
         self.shape, self.scale, self.last = tuple(int(d) for d in shape), float(scale), channels_last(shape)
         c, h, w = (self.shape[2], self.shape[0], self.shape[1]) if self.last else self.shape
@@ -46,6 +48,7 @@ class ImageTorso(nn.Module):
         else:
             convs = [nn.Conv2d(c, 16, 3, 1), nn.ReLU()]
             self.features = 128
+        self.features = int(features) if features else self.features
         self.conv = nn.Sequential(*convs, nn.Flatten())
         flat = self.conv(torch.zeros(1, c, h, w)).shape[1]
         self.linear = nn.Sequential(nn.Linear(flat, self.features), nn.ReLU())

@@ -88,7 +88,8 @@ class CategoricalMLPPolicy(nn.Module):
         image_shape, image_scale: observations that are images of this shape (flattened), divided
             by ``image_scale``: a convolutional torso (:class:`~grpo_seq.policies.image_torso.ImageTorso`)
             before the hidden layers, as Stable-Baselines3's ``CnnPolicy``. Such a policy acts
-            through torch (no numpy snapshot).
+            through torch (no numpy snapshot). ``image_features``: the torso's output width (None:
+            the network's own, 512 or 128).
     """
 
     # its forward's entropies are differentiable, so LoopConfig.ent_coef can train on them
@@ -100,7 +101,7 @@ class CategoricalMLPPolicy(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
                  obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None,
-                 image_shape: Sequence[int] | None = None, image_scale: float = 1.0):
+                 image_shape: Sequence[int] | None = None, image_scale: float = 1.0, image_features: int | None = None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -128,6 +129,8 @@ class CategoricalMLPPolicy(nn.Module):
             self.init_kwargs["action_nvec"] = self.action_nvec
         if image_shape is not None:
             self.init_kwargs.update(image_shape=[int(d) for d in image_shape], image_scale=float(image_scale))
+            if image_features:  # only then: an image policy's policy.json is as before
+                self.init_kwargs["image_features"] = int(image_features)
         # Not in the state dict: it is a constructor argument, saved in policy.json.
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
@@ -135,7 +138,7 @@ class CategoricalMLPPolicy(nn.Module):
         layers: list[nn.Module] = []
         width = obs_dim
         if image_shape is not None:
-            torso = ImageTorso(image_shape, image_scale)
+            torso = ImageTorso(image_shape, image_scale, image_features)
             if orthogonal_init:  # SB3 initialises its feature extractor so too
                 for m in torso.modules():
                     if isinstance(m, (nn.Conv2d, nn.Linear)):

@@ -209,13 +209,31 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         out["activation"] = _ACTIVATIONS[act]
     if "ortho_init" in kw:
         out["orthogonal_init"] = bool(kw.pop("ortho_init"))
+    kw.pop("share_features_extractor", None)  # no value network here to share the torso with, or not
+    out.update(_features_options(kw.pop("features_extractor_kwargs", None), kw.pop("normalize_images", None)))
     for key in ("obs_scale", "orthogonal_init", *ACTION_FORM):
         if key in kw:
             out[key] = kw.pop(key)
     if kw:
         raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
-                         "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, obs_scale, "
+                         "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, "
+                         "share_features_extractor, features_extractor_kwargs, normalize_images, obs_scale, "
                          "action_bins, action_clip)")
+    return out
+
+
+def _features_options(extractor_kwargs: dict[str, Any] | None, normalize_images: Any) -> dict[str, Any]:
+    """SB3's image torso options: ``features_extractor_kwargs=dict(features_dim=N)`` (the Nature
+    CNN's output width) and ``normalize_images=False`` (pixels as they are, not divided by 255)."""
+    fx = dict(extractor_kwargs or {})
+    out: dict[str, Any] = {}
+    if "features_dim" in fx:
+        out["image_features"] = int(fx.pop("features_dim"))
+    if fx:
+        raise UsageError(f"GRPO(policy_kwargs=dict(features_extractor_kwargs=...)): not supported here: "
+                         f"{', '.join(sorted(fx))} (supported: features_dim, for CnnPolicy)")
+    if normalize_images is not None and not normalize_images:
+        out["image_scale"] = 1.0
     return out
 
 
@@ -243,6 +261,9 @@ def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
     if policy_name not in ("MlpPolicy", "MultiInputPolicy", "CnnPolicy", GRPOPolicy):
         raise UsageError(f"GRPO(policy={policy_name!r}): 'MlpPolicy', 'CnnPolicy' (images), 'MultiInputPolicy' "
                          "(Dict observations) or an nn.Module class")
+    if policy_name in ("MlpPolicy", "CnnPolicy") and isinstance(space, gym.spaces.Dict):  # SB3's rule and words
+        raise UsageError(f"GRPO(policy={policy_name!r}): you must use 'MultiInputPolicy' when working with dict "
+                         "observation space")
     if policy_name != "CnnPolicy":
         return {}
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):

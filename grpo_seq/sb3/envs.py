@@ -21,6 +21,7 @@ import gymnasium as gym
 
 from ..errors import UsageError
 from ..jobs.env import env_name, make_env
+from ..sampling.env_packages import register_namespace
 from ..sampling.spaces import CodecWrapper, SpaceCodec
 from .vec_wrappers import per_env_wrappers
 
@@ -42,6 +43,11 @@ class EnvSource:
     normalizer: Any = None  # the user's VecNormalize, whose observation statistics the policy sees through
 
 
+def _registered(env_id: str) -> bool:
+    register_namespace(env_id)  # MinAtar's and ALE's ids exist once their package registers them
+    return env_id in gym.registry
+
+
 def _only_plain_wrappers(env: gym.Env) -> bool:
     spec = env.spec
     extra = [w.name for w in (spec.additional_wrappers if spec else ())]
@@ -49,8 +55,10 @@ def _only_plain_wrappers(env: gym.Env) -> bool:
 
 
 def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env], bool]:
-    """A registered id (or None), how to make a fresh env, and whether that is a deep copy."""
-    spec = env.spec
+    """A registered id (or None), how to make a fresh env, and whether that is a deep copy. A spec
+    whose id nothing registers (an env class that names itself, as SB3's BitFlippingEnv does) makes
+    nothing: the env is copied."""
+    spec = env.spec if env.spec is not None and _registered(env.spec.id) else None
     if spec is not None and _only_plain_wrappers(env):
         kwargs = dict(spec.kwargs)
         limit = spec.max_episode_steps

@@ -149,6 +149,9 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space),
               **arguments.policy_options(self.policy_kwargs)}
+        if "image_features" in kw and "image_shape" not in kw:
+            raise UsageError("GRPO(policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=...))): the image "
+                             "torso's width, for 'CnnPolicy' only")
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
         flat = isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1

@@ -203,8 +203,26 @@ def test_exclude_include_saved_params(tmp_path, model_class):
     assert not hasattr(model, 'dummy')
     os.remove(tmp_path / 'test_save.zip')
 
+@pytest.mark.parametrize('model_class', [PPO])
+def test_save_load_env_cnn(tmp_path, model_class):
+    """
+    Test loading with an env that requires a ``CnnPolicy``.
+    This is to test wrapping and observation space check.
+    We test one on-policy and one off-policy
+    algorithm as the rest share the loading part.
+    """
+    env = FakeImageEnv(screen_height=40, screen_width=40, n_channels=2, discrete=False)
+    kwargs = dict(policy_kwargs=dict(net_arch=[32]))
+    if model_class == TD3:
+        kwargs.update(dict(buffer_size=100, learning_starts=50, train_freq=4))
+    model = model_class('CnnPolicy', env, **kwargs).learn(100)
+    model.save(tmp_path / 'test_save')
+    model = model_class.load(str(tmp_path / 'test_save.zip'), env=env, **kwargs).learn(100)
+    os.remove(tmp_path / 'test_save.zip')
+    
+
 @pytest.mark.parametrize('model_class', MODEL_LIST)
-@pytest.mark.parametrize('policy_str', ['MlpPolicy'])
+@pytest.mark.parametrize('policy_str', ['MlpPolicy', 'CnnPolicy'])
 @pytest.mark.parametrize('use_sde', [False])
 def test_save_load_policy(tmp_path, model_class, policy_str, use_sde):
     """
