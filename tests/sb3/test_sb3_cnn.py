@@ -101,3 +101,34 @@ def test_a_vec_normalize_under_a_frame_stack_is_refused():
     inner = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
     with pytest.raises(UsageError, match="a VecNormalize inside VecFrameStack; put the VecNormalize outside it"):
         GRPO("MlpPolicy", VecFrameStack(inner, 2))
+
+
+def test_sb3s_torso_options_set_its_width_and_scale_and_survive_save_and_load(tmp_path):
+    model = GRPO("CnnPolicy", BrightSide(), n_steps=16, seed=0, policy_kwargs=dict(
+        features_extractor_kwargs=dict(features_dim=24), normalize_images=False, share_features_extractor=False))
+    torso = model.policy.net[0]
+    assert isinstance(torso, ImageTorso) and torso.features == 24 and torso.scale == 1.0  # pixels as they are
+    obs, _ = BrightSide().reset(seed=3)
+    action = model.predict(obs, deterministic=True)[0]
+    model.save(tmp_path / "m")
+    again = GRPO.load(tmp_path / "m")
+    assert again.policy.net[0].features == 24 and again.policy.net[0].scale == 1.0
+    assert again.predict(obs, deterministic=True)[0] == action
+    with pytest.raises(UsageError, match="features_dim"):  # the torso's width: only a CNN has one
+        GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=8)))
+    with pytest.raises(UsageError, match="not supported here: cnn_output_dim"):
+        GRPO("CnnPolicy", BrightSide(), policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=8)))
+    dict_env = gym.wrappers.TimeLimit(DictOf(BrightSide()), 5)
+    with pytest.raises(UsageError, match="'MultiInputPolicy' when working with dict observation space"):
+        GRPO("MlpPolicy", dict_env)
+
+
+class DictOf(gym.ObservationWrapper):
+    """The image as the one part of a Dict observation."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Dict({"image": env.observation_space})
+
+    def observation(self, obs):
+        return {"image": obs}
