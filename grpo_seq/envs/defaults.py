@@ -55,6 +55,9 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # A pair per update, as CartPole: the shaped reward tells two episodes apart. Slow seeds were
     # still improving when a 1M budget's learning rate reached 0.
     "LunarLander-v3": dict(num_generations=2, total_env_steps=2_000_000, eval_every=20_000, **NO_ANCHORS),
+    # The same landing with throttles: LunarLander's settings reach 200 where the family's did not
+    # within 1M env steps (two tuning seeds each; docs/experiments.md).
+    "LunarLanderContinuous-v3": dict(num_generations=2, total_env_steps=2_000_000, eval_every=20_000, **NO_ANCHORS),
 }
 # MinAtar (small-frame Atari, images of 10 x 10): its envs have no time limit of their own; a
 # thousand steps hold a good Breakout or Freeway game, and a group's episodes end together there.
