@@ -14,6 +14,8 @@ machine drift hits both alike, each in its own subprocess (so peak memory belong
 - SB3: PPO("MlpPolicy") with rl-zoo3's settings for E (``n_envs``, ``normalize`` as
   ``VecNormalize``, ``lin_`` schedules, ``policy_kwargs``, gSDE where it says ``use_sde``), its
   budget ``n_timesteps``, one torch thread. rl-zoo3 tunes MuJoCo's v4 envs; a v5 env takes them.
+  MinAtar has no rl-zoo3 entry: its Atari one on our MinAtar torso, with our episode cap and budget
+  (``minatar_settings``); MinAtar registers no threshold, so its runs give their returns only.
 A continuous action is ours cut into bins (its defaults' ``action_bins``) and SB3's Gaussian
 policy's own: SB3 is evaluated on the env's actions (its mean action, clipped to the bounds, as its
 ``predict`` gives), ours on the bins' values. An env without a ``reward_threshold`` takes

@@ -176,6 +176,9 @@ def workloads_vs_sb3() -> tuple[str, list]:
              + (f"Ours ends below PPO (median final return) on {', '.join(below)}"
                 + (f", and solves fewer seeds on {', '.join(unsolved)}" if unsolved else "") + ". " if below else
                 "Ours ends at or above PPO (median final return) on every env here. ")
+             + ("MinAtar, which rl-zoo3 has no entry for: PPO with its Atari settings on our MinAtar torso, our "
+                "episode cap and budget (`minatar_settings` in the benchmark); no threshold, so returns only. "
+                if any(e.startswith("MinAtar/") for e in summary) else "")
              + "Each run's curve is in the plot; the record has every evaluation.\n")
     return text, headline
 
