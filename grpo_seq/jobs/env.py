@@ -51,6 +51,7 @@ from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
 from ..sampling.env_wrappers import load_wrappers
 from ..sampling.novelty import NoveltyBonus
 from ..sampling.snapshot import env_name
+from ..sampling.spaces import dict_parts
 from ..io.serialization import atomic_write_text
 from ..loop.stopping import GracefulStop, checkpoint_on_error
 from ..io.tracking import tracker_kwargs
@@ -115,7 +116,8 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     what random play seeded with ``spec.seed`` reaches (:func:`rollout_obs_units`: centred on it
     with ``spec.obs_center``). Image observations (a Box of 3 dimensions) get a convolutional
     torso before the hidden layers, their pixels scaled as Stable-Baselines3's ``CnnPolicy``
-    scales them, and no per-dimension units."""
+    scales them, and no per-dimension units; so do the image parts of a Dict observation (SB3's
+    ``MultiInputPolicy``)."""
     env = make_env(spec.env_id, **env_form(spec))
     try:
         obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
@@ -124,6 +126,10 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
             return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes),
                                         orthogonal_init=spec.orthogonal_init, action_nvec=nvec,
                                         image_shape=native.shape, image_scale=255.0 if native.dtype == np.uint8 else 1.0)
+        parts = dict_parts(native)
+        if parts:  # a Dict holding images: a torso per image, the other parts as they are
+            return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes),
+                                        orthogonal_init=spec.orthogonal_init, action_nvec=nvec, obs_parts=parts)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
         if spec.obs_center or not scale:
             shift, rolled = rollout_obs_units(env, spec.obs_center, seed=spec.seed)

@@ -9,6 +9,10 @@
 
 ``features`` sets the last layer's width instead (SB3's ``features_extractor_kwargs=dict(features_dim=N)``).
 
+A ``Dict`` observation holding images (SB3's ``MultiInputPolicy``) goes through :class:`PartsTorso`:
+each image part through its own torso (``features`` wide, SB3's ``cnn_output_dim``, 256 by
+default), the other parts as they are, concatenated in key order (SB3's ``CombinedExtractor``).
+
 An image whose smallest dimension comes last (height, width, channels: what gymnasium returns) is
 transposed to channels first, as SB3's ``VecTransposeImage`` does; pixels are divided by
 ``scale`` (255 for a uint8 image, as SB3 normalises them).
@@ -21,7 +25,10 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ImageTorso", "is_image_shape", "channels_last"]
+__all__ = ["ImageTorso", "PartsTorso", "is_image_shape", "channels_last", "CNN_OUTPUT_DIM"]
+
+# SB3's CombinedExtractor: the width of each image part's features
+CNN_OUTPUT_DIM = 256
 
 
 def is_image_shape(shape: Sequence[int]) -> bool:
@@ -59,3 +66,20 @@ class ImageTorso(nn.Module):
         if self.last:
             image = image.permute(0, 3, 1, 2)
         return self.linear(self.conv(image)).reshape(*lead, self.features)
+
+
+class PartsTorso(nn.Module):
+    """A Dict observation flattened part after part, ``(n, sum(sizes))`` -> ``(n, features)``: a
+    part with an ``image_shape`` through an :class:`ImageTorso` of ``features`` outputs (its pixels
+    divided by the part's ``scale``), the others as they are."""
+
+    def __init__(self, parts: Sequence[dict], features: int | None = None):
+        super().__init__()
+        self.sizes = [int(p["size"]) for p in parts]
+        self.torsos = nn.ModuleList(
+            ImageTorso(p["image_shape"], p.get("scale", 1.0), features or CNN_OUTPUT_DIM) if p.get("image_shape")
+            else nn.Identity() for p in parts)
+        self.features = sum(t.features if isinstance(t, ImageTorso) else size for t, size in zip(self.torsos, self.sizes))
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return torch.cat([t(part) for t, part in zip(self.torsos, torch.split(obs, self.sizes, dim=-1))], dim=-1)

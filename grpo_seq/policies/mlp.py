@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
 from ..math.objective import token_entropy, token_logprobs
-from .image_torso import ImageTorso
+from .image_torso import ImageTorso, PartsTorso
 
 __all__ = ["CategoricalMLPPolicy", "action_digits", "join_digits", "factored_logprobs", "factored_entropy"]
 
@@ -90,6 +90,10 @@ class CategoricalMLPPolicy(nn.Module):
             before the hidden layers, as Stable-Baselines3's ``CnnPolicy``. Such a policy acts
             through torch (no numpy snapshot). ``image_features``: the torso's output width (None:
             the network's own, 512 or 128).
+        obs_parts: a Dict observation holding images, as its flat parts in key order (each a dict of
+            ``size`` and, for an image, ``image_shape`` and ``scale``): each image part through its
+            own convolutional torso of ``image_features`` outputs (256 by default), the rest as it
+            is (:class:`~grpo_seq.policies.image_torso.PartsTorso`, SB3's ``CombinedExtractor``).
     """
 
     # its forward's entropies are differentiable, so LoopConfig.ent_coef can train on them
@@ -101,7 +105,8 @@ class CategoricalMLPPolicy(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh",
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
                  obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None,
-                 image_shape: Sequence[int] | None = None, image_scale: float = 1.0, image_features: int | None = None):
+                 image_shape: Sequence[int] | None = None, image_scale: float = 1.0, image_features: int | None = None,
+                 obs_parts: Sequence[dict] | None = None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -129,8 +134,10 @@ class CategoricalMLPPolicy(nn.Module):
             self.init_kwargs["action_nvec"] = self.action_nvec
         if image_shape is not None:
             self.init_kwargs.update(image_shape=[int(d) for d in image_shape], image_scale=float(image_scale))
-            if image_features:  # only then: an image policy's policy.json is as before
-                self.init_kwargs["image_features"] = int(image_features)
+        if obs_parts is not None:
+            self.init_kwargs["obs_parts"] = [dict(p) for p in obs_parts]
+        if image_features and (image_shape is not None or obs_parts is not None):  # only then: policy.json as before
+            self.init_kwargs["image_features"] = int(image_features)
         # Not in the state dict: it is a constructor argument, saved in policy.json.
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
@@ -146,7 +153,11 @@ class CategoricalMLPPolicy(nn.Module):
                         nn.init.zeros_(m.bias)
             layers.append(torso)
             width = torso.features
-        self.numpy_acting = image_shape is None  # a numpy snapshot covers linear layers only
+        if obs_parts is not None:
+            torso = PartsTorso(obs_parts, image_features)
+            layers.append(torso)
+            width = torso.features
+        self.numpy_acting = image_shape is None and obs_parts is None  # a numpy snapshot covers linear layers only
         for h in hidden_sizes:
             layer = nn.Linear(width, h)
             if orthogonal_init:
@@ -170,7 +181,8 @@ class CategoricalMLPPolicy(nn.Module):
         return {"activation": kwargs.get("activation"),
                 "obs_scale": [1.0] * dim if scale is None else [float(x) for x in scale],
                 "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift],
-                "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale")}
+                "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale"),
+                "obs_parts": kwargs.get("obs_parts")}
 
     def logits(self, obs: Tensor) -> Tensor:
         if self.obs_shift is not None:

@@ -19,9 +19,9 @@ per-dimension categoricals on par with or ahead of Gaussian policies on-policy).
 space's; an unbounded dimension needs ``action_clip`` (a low and a high) and is refused without
 it. A composite (``Dict``, ``Tuple``) action space is refused by name.
 
-A ``Dict`` observation (Stable-Baselines3's ``MultiInputPolicy``, without images) is each of its
-parts encoded as above, concatenated in the space's key order, as SB3's ``CombinedExtractor``
-flattens them.
+A ``Dict`` observation (Stable-Baselines3's ``MultiInputPolicy``) is each of its parts encoded as
+above, concatenated in the space's key order, as SB3's ``CombinedExtractor`` flattens them (an
+image part flattened too: the policy's ``obs_parts`` give it back its shape).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from gymnasium import spaces
 
 from ..errors import UsageError
 
-__all__ = ["SpaceCodec", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS", "ACTION_BINS",
+__all__ = ["SpaceCodec", "dict_parts", "CodecWrapper", "space_to_json", "space_from_json", "MAX_JOINT_ACTIONS", "ACTION_BINS",
            "box_action_values"]
 
 MAX_JOINT_ACTIONS = 2**62  # a joint action is one int64 token
@@ -83,6 +83,11 @@ class SpaceCodec:
         self.action_nvec = None if isinstance(act_space, spaces.Discrete) else self._nvec()
         self.identity = (isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
                          and isinstance(act_space, spaces.Discrete) and int(act_space.start) == 0)
+
+    @staticmethod
+    def obs_size(space: spaces.Space, name: str) -> int:
+        """The length of ``space``'s observations as flat vectors (:meth:`encode_obs`)."""
+        return SpaceCodec._obs_dim(space, name)
 
     @staticmethod
     def _obs_dim(space: spaces.Space, name: str) -> int:
@@ -260,3 +265,21 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
     if kind == "MultiBinary":
         return spaces.MultiBinary(data["n"])
     raise ValueError(f"unknown space {kind!r}")
+
+
+def dict_parts(space: spaces.Space, normalized_image: bool = False, normalize_images: bool = True) -> list[dict] | None:
+    """A Dict observation's parts in key order, flat as :meth:`SpaceCodec.encode_obs` lays them out,
+    for a policy to give its images back their shape (``CategoricalMLPPolicy(obs_parts=...)``): each
+    ``{"size": n}``, an image part (as SB3's ``CombinedExtractor`` tells one: a uint8 Box of 3
+    dimensions, or any Box of 3 with ``normalized_image``) also ``image_shape`` and ``scale`` (255
+    for uint8 pixels unless ``normalize_images`` is off). None: not a Dict, or a Dict without images."""
+    if not isinstance(space, spaces.Dict):
+        return None
+    parts = []
+    for key, part in space.spaces.items():
+        entry: dict[str, Any] = {"size": SpaceCodec.obs_size(part, key)}
+        if isinstance(part, spaces.Box) and len(part.shape) == 3 and (part.dtype == np.uint8 or normalized_image):
+            divide = part.dtype == np.uint8 and not normalized_image and normalize_images
+            entry.update(image_shape=[int(d) for d in part.shape], scale=255.0 if divide else 1.0)
+        parts.append(entry)
+    return parts if any("image_shape" in p for p in parts) else None

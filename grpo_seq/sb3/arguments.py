@@ -227,11 +227,15 @@ def _features_options(extractor_kwargs: dict[str, Any] | None, normalize_images:
     CNN's output width) and ``normalize_images=False`` (pixels as they are, not divided by 255)."""
     fx = dict(extractor_kwargs or {})
     out: dict[str, Any] = {}
-    if "features_dim" in fx:
+    if "features_dim" in fx:  # CnnPolicy's
         out["image_features"] = int(fx.pop("features_dim"))
+    if "cnn_output_dim" in fx:  # MultiInputPolicy's, per image part
+        out["parts_features"] = int(fx.pop("cnn_output_dim"))
+    fx.pop("normalized_image", None)  # read by dict_parts
     if fx:
         raise UsageError(f"GRPO(policy_kwargs=dict(features_extractor_kwargs=...)): not supported here: "
-                         f"{', '.join(sorted(fx))} (supported: features_dim, for CnnPolicy)")
+                         f"{', '.join(sorted(fx))} (supported: features_dim for CnnPolicy; cnn_output_dim and "
+                         "normalized_image for MultiInputPolicy)")
     if normalize_images is not None and not normalize_images:
         out["image_scale"] = 1.0
     return out
@@ -249,10 +253,11 @@ def action_form(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     return {"action_bins": kw.get("action_bins"), "action_clip": tuple(clip) if clip is not None else None}
 
 
-def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
+def image_options(policy_name: Any, space: Any, policy_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The named policy's options: for ``CnnPolicy`` the image's shape and pixel scale (255 for
     uint8, as SB3 normalises), and the action head straight on the torso's features (SB3's
-    net_arch for it is empty); a name this door does not build is refused."""
+    net_arch for it is empty); for ``MultiInputPolicy`` on a Dict holding images, its parts
+    (:func:`dict_parts`); a name this door does not build is refused."""
     import gymnasium as gym
     import numpy as np
 
@@ -264,6 +269,8 @@ def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
     if policy_name in ("MlpPolicy", "CnnPolicy") and isinstance(space, gym.spaces.Dict):  # SB3's rule and words
         raise UsageError(f"GRPO(policy={policy_name!r}): you must use 'MultiInputPolicy' when working with dict "
                          "observation space")
+    if policy_name == "MultiInputPolicy" and isinstance(space, gym.spaces.Dict):
+        return dict_parts(space, policy_kwargs or {})
     if policy_name != "CnnPolicy":
         return {}
     if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
@@ -271,3 +278,27 @@ def image_options(policy_name: Any, space: Any) -> dict[str, Any]:
                          f"width, channels, or channels first), got {space}; use 'MlpPolicy'")
     return {"image_shape": list(space.shape), "image_scale": 255.0 if space.dtype == np.uint8 else 1.0,
             "hidden_sizes": ()}
+
+
+def check_torso_widths(kw: dict[str, Any]) -> None:
+    """``features_dim`` sizes CnnPolicy's torso, ``cnn_output_dim`` each image part's of a Dict
+    (moved into ``kw["image_features"]``); either elsewhere is refused, as SB3's extractors refuse it."""
+    if "image_features" in kw and "image_shape" not in kw:
+        raise UsageError("GRPO(policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=...))): the image "
+                         "torso's width, for 'CnnPolicy' only")
+    if "parts_features" in kw:
+        if "obs_parts" not in kw:
+            raise UsageError("GRPO(policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=...))): the width "
+                             "of each image part's torso, for 'MultiInputPolicy' on a Dict holding images only")
+        kw["image_features"] = kw.pop("parts_features")
+
+
+def dict_parts(space: Any, policy_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A Dict observation's parts as SB3's ``CombinedExtractor`` reads them
+    (:func:`grpo_seq.sampling.spaces.dict_parts`, with ``normalized_image`` and ``normalize_images``
+    from ``policy_kwargs``); ``{}`` when none is an image."""
+    from ..sampling.spaces import dict_parts as parts_of
+
+    normalized = bool((policy_kwargs.get("features_extractor_kwargs") or {}).get("normalized_image"))
+    parts = parts_of(space, normalized, bool(policy_kwargs.get("normalize_images", True)))
+    return {"obs_parts": parts} if parts else {}

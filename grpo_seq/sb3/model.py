@@ -147,11 +147,9 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
                 not issubclass(self.policy_name, GRPOPolicy):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
-        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space),
+        kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space, self.policy_kwargs),
               **arguments.policy_options(self.policy_kwargs)}
-        if "image_features" in kw and "image_shape" not in kw:
-            raise UsageError("GRPO(policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=...))): the image "
-                             "torso's width, for 'CnnPolicy' only")
+        arguments.check_torso_widths(kw)
         if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
             kw["obs_scale"] = [1.0] * codec.obs_dim
         flat = isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
@@ -221,7 +219,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         obs_scale = getattr(self.policy, "init_kwargs", {}).get("obs_scale")
         return make_sampler(self.config, 0, obs_scale, env_fn=source.make if alt or not source.env_id else None,
                             reward_fn=self.reward_function, env_objects=None if alt else source.objects,
-                            obs_transform=ObsNormalizer(source.normalizer) if _norm_obs(source) else None,
+                            obs_transform=ObsNormalizer(source.normalizer, source.codec.obs_space) if _norm_obs(source) else None,
                             max_episode_steps=self._episode_limit(source))
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:

@@ -116,7 +116,7 @@ def test_sb3s_torso_options_set_its_width_and_scale_and_survive_save_and_load(tm
     assert again.predict(obs, deterministic=True)[0] == action
     with pytest.raises(UsageError, match="features_dim"):  # the torso's width: only a CNN has one
         GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(features_extractor_kwargs=dict(features_dim=8)))
-    with pytest.raises(UsageError, match="not supported here: cnn_output_dim"):
+    with pytest.raises(UsageError, match="the width of each image part's torso"):
         GRPO("CnnPolicy", BrightSide(), policy_kwargs=dict(features_extractor_kwargs=dict(cnn_output_dim=8)))
     dict_env = gym.wrappers.TimeLimit(DictOf(BrightSide()), 5)
     with pytest.raises(UsageError, match="'MultiInputPolicy' when working with dict observation space"):

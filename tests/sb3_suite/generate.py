@@ -40,9 +40,6 @@ LEFT_OUT = {
     "test_save_load.py::test_save_load_policy": "kept without gSDE (state-dependent exploration of continuous "
                                                 "actions), which is not here",
     "test_logger.py::test_sb3_import_without_optional_deps": "imports stable_baselines3 itself, no PPO case",
-    "test_dict_env.py::test_dict_spaces": "Dict observations holding an image: SB3's CombinedExtractor (a CNN per "
-                                          "image part, cnn_output_dim) is not here; the parts are flattened",
-    "test_dict_env.py::test_vec_normalize": "Dict observations holding an image (CombinedExtractor's cnn_output_dim)",
     "test_dict_env.py::test_multiprocessing": "a SubprocVecEnv of unregistered envs: GRPO makes its own envs (a "
                                               "group's members from one state), from an id or a copy, and cannot copy "
                                               "an env that lives in another process",

@@ -107,6 +107,53 @@ def test_consistency(model_class):
     assert np.allclose(action_before_learning_1, action_before_learning_2)
     assert np.allclose(action_1, action_2)
 
+@pytest.mark.parametrize('model_class', [PPO])
+@pytest.mark.parametrize('channel_last', [False, True])
+def test_dict_spaces(model_class, channel_last):
+    """
+    Additional tests for PPO/A2C/SAC/DDPG/TD3/DQN to check observation space support
+    with mixed observation.
+    """
+    use_discrete_actions = model_class not in [SAC, TD3, DDPG]
+    env = DummyDictEnv(use_discrete_actions=use_discrete_actions, channel_last=channel_last)
+    env = gym.wrappers.TimeLimit(env, 100)
+    kwargs = {}
+    n_steps = 128
+    if model_class in {A2C, PPO}:
+        kwargs = dict(n_steps=64, policy_kwargs=dict(net_arch=[16], features_extractor_kwargs=dict(cnn_output_dim=16)))
+        if model_class == PPO:
+            kwargs['n_epochs'] = 1
+    else:
+        kwargs = dict(buffer_size=250, policy_kwargs=dict(net_arch=[16], features_extractor_kwargs=dict(cnn_output_dim=16)), train_freq=8, gradient_steps=1)
+        if model_class == DQN:
+            kwargs['learning_starts'] = 0
+    model = model_class('MultiInputPolicy', env, gamma=0.5, seed=1, **kwargs)
+    model.learn(total_timesteps=n_steps)
+    evaluate_policy(model, env, n_eval_episodes=5, warn=False)
+
+@pytest.mark.parametrize('model_class', [PPO])
+def test_vec_normalize(model_class):
+    """
+    Additional tests for PPO/A2C/SAC/DDPG/TD3/DQN to check observation space support
+    for GoalEnv and VecNormalize using MultiInputPolicy.
+    """
+    env = DummyVecEnv([lambda: gym.wrappers.TimeLimit(DummyDictEnv(use_discrete_actions=model_class == DQN), 100)])
+    env = VecNormalize(env, norm_obs_keys=['vec'])
+    kwargs = {}
+    n_steps = 128
+    if model_class in {A2C, PPO}:
+        kwargs = dict(n_steps=64, policy_kwargs=dict(net_arch=[16], features_extractor_kwargs=dict(cnn_output_dim=16)))
+        if model_class == PPO:
+            kwargs['n_epochs'] = 1
+    else:
+        kwargs = dict(buffer_size=100, policy_kwargs=dict(net_arch=[16], features_extractor_kwargs=dict(cnn_output_dim=16)), train_freq=8, gradient_steps=1)
+        if model_class == DQN:
+            kwargs['learning_starts'] = 0
+            del kwargs['policy_kwargs']
+    model = model_class('MultiInputPolicy', env, gamma=0.5, seed=1, **kwargs)
+    model.learn(total_timesteps=n_steps)
+    evaluate_policy(model, env, n_eval_episodes=5, warn=False)
+
 def test_dict_nested():
     """
     Make sure we throw an appropriate error with nested Dict observation spaces
