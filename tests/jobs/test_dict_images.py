@@ -1,0 +1,38 @@
+"""A Dict observation holding images in the env job: a torso per image part (SB3's CombinedExtractor)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from grpo_seq.jobs.env_spec import EnvJob
+
+
+class _ImageAndPos(gym.Env):
+    """A Dict of a uint8 image (channels last) and a position."""
+
+    observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (10, 10, 2), np.uint8),
+                                         "pos": gym.spaces.Box(-1, 1, (3,), np.float32)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+def test_the_env_job_gives_a_dicts_image_part_a_torso_of_its_own():
+    from grpo_seq.jobs.env import make_policy
+    from grpo_seq.policies.image_torso import ImageTorso, PartsTorso
+
+    gym.register("ImageAndPosTest-v0", entry_point=_ImageAndPos, max_episode_steps=5)
+    try:
+        policy = make_policy(EnvJob(env_id="ImageAndPosTest-v0"))
+    finally:
+        gym.registry.pop("ImageAndPosTest-v0")
+    torso = policy.net[0]
+    assert isinstance(torso, PartsTorso) and torso.sizes == [200, 3]  # key order: the image, then the position
+    assert isinstance(torso.torsos[0], ImageTorso) and torso.torsos[0].shape == (10, 10, 2) and torso.torsos[0].scale == 255.0
+    assert policy.init_kwargs["obs_parts"][1] == {"size": 3} and policy.numpy_acting is False
