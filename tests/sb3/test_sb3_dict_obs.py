@@ -102,3 +102,31 @@ def test_a_dict_holding_an_image_gets_a_torso_for_the_image_learns_and_reloads(t
     model.save(tmp_path / "m.zip")
     loaded = GRPO.load(tmp_path / "m.zip")
     assert [loaded.predict(o, deterministic=True)[0] for o in obs] == [model.predict(o, deterministic=True)[0] for o in obs]
+
+
+def test_a_dicts_frame_stack_per_env_is_sb3s_vec_frame_stack():
+    from stable_baselines3.common.envs import SimpleMultiObsEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+    from grpo_seq.sb3.vec_wrappers import per_env_wrappers
+
+    def grid():  # its states' images and vectors are drawn from numpy's global generator when it is built
+        state = np.random.get_state()
+        np.random.seed(0)
+        try:
+            return SimpleMultiObsEnv(random_start=False)
+        finally:
+            np.random.set_state(state)
+
+    orders = {"vec": None, "img": "first"}
+    theirs = VecFrameStack(DummyVecEnv([grid]), 3, channels_order=orders)
+    (wrap,) = per_env_wrappers(theirs)
+    ours = wrap(grid())
+    assert ours.observation_space == theirs.observation_space
+    seen, _ = ours.reset(seed=0)
+    expected = theirs.reset()
+    for action in [1, 3, 0, 2, 2]:
+        for key in expected:
+            np.testing.assert_array_equal(seen[key], expected[key][0])
+        seen = ours.step(action)[0]
+        expected = theirs.step(np.array([action]))[0]

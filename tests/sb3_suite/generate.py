@@ -43,7 +43,6 @@ LEFT_OUT = {
     "test_dict_env.py::test_multiprocessing": "a SubprocVecEnv of unregistered envs: GRPO makes its own envs (a "
                                               "group's members from one state), from an id or a copy, and cannot copy "
                                               "an env that lives in another process",
-    "test_dict_env.py::test_dict_vec_framestack": "VecFrameStack over Dict observations",
     "test_cnn.py::test_image_like_input": "VecNormalize over images: GRPO steps the envs under a VecNormalize and "
                                           "normalises flat observations only",
     "test_logger.py::test_fps_logger": "asserts wall-clock speed (100 frames a second or more with a 1 ms env), "

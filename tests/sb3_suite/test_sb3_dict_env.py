@@ -132,6 +132,31 @@ def test_dict_spaces(model_class, channel_last):
     evaluate_policy(model, env, n_eval_episodes=5, warn=False)
 
 @pytest.mark.parametrize('model_class', [PPO])
+@pytest.mark.parametrize('channel_last', [False, True])
+def test_dict_vec_framestack(model_class, channel_last):
+    """
+    Additional tests for PPO/A2C/SAC/DDPG/TD3/DQN to check observation space support
+    for Dictionary spaces and VecEnvWrapper using MultiInputPolicy.
+    """
+    use_discrete_actions = model_class not in [SAC, TD3, DDPG]
+    channels_order = {'vec': None, 'img': 'last' if channel_last else 'first'}
+    env = DummyVecEnv([lambda: SimpleMultiObsEnv(random_start=True, discrete_actions=use_discrete_actions, channel_last=channel_last)])
+    env = VecFrameStack(env, n_stack=3, channels_order=channels_order)
+    kwargs = {}
+    n_steps = 128
+    if model_class in {A2C, PPO}:
+        kwargs = dict(n_steps=64, policy_kwargs=dict(net_arch=[8], features_extractor_kwargs=dict(cnn_output_dim=8)))
+        if model_class == PPO:
+            kwargs['n_epochs'] = 1
+    else:
+        kwargs = dict(buffer_size=64, policy_kwargs=dict(net_arch=[8], features_extractor_kwargs=dict(cnn_output_dim=8)), train_freq=8, gradient_steps=1)
+        if model_class == DQN:
+            kwargs['learning_starts'] = 0
+    model = model_class('MultiInputPolicy', env, gamma=0.5, seed=1, **kwargs)
+    model.learn(total_timesteps=n_steps)
+    evaluate_policy(model, env, n_eval_episodes=5, warn=False)
+
+@pytest.mark.parametrize('model_class', [PPO])
 def test_vec_normalize(model_class):
     """
     Additional tests for PPO/A2C/SAC/DDPG/TD3/DQN to check observation space support
