@@ -64,6 +64,23 @@ def _factored_pick(logits: Any, nvec: Sequence[int]) -> Any:
     return join_digits([part.argmax(-1) for part in _slices(logits, nvec)], nvec)
 
 
+def _torso(image_shape: Sequence[int] | None, image_scale: float, image_features: int | None,
+           obs_parts: Sequence[dict] | None, orthogonal_init: bool) -> nn.Module | None:
+    """The convolutional torso before the hidden layers: for images, or a Dict holding them (None: neither)."""
+    if image_shape is not None:
+        torso: nn.Module = ImageTorso(image_shape, image_scale, image_features)
+    elif obs_parts is not None:
+        torso = PartsTorso(obs_parts, image_features)
+    else:
+        return None
+    if orthogonal_init:  # SB3 initialises its feature extractor so too
+        for m in torso.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.orthogonal_(m.weight, gain=math.sqrt(2))
+                nn.init.zeros_(m.bias)
+    return torso
+
+
 class CategoricalMLPPolicy(nn.Module):
     """``pi(a | o) = softmax(MLP(o))``; the context of action token t is observation t.
 
@@ -144,17 +161,8 @@ class CategoricalMLPPolicy(nn.Module):
         self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
         layers: list[nn.Module] = []
         width = obs_dim
-        if image_shape is not None:
-            torso = ImageTorso(image_shape, image_scale, image_features)
-            if orthogonal_init:  # SB3 initialises its feature extractor so too
-                for m in torso.modules():
-                    if isinstance(m, (nn.Conv2d, nn.Linear)):
-                        nn.init.orthogonal_(m.weight, gain=math.sqrt(2))
-                        nn.init.zeros_(m.bias)
-            layers.append(torso)
-            width = torso.features
-        if obs_parts is not None:
-            torso = PartsTorso(obs_parts, image_features)
+        torso = _torso(image_shape, image_scale, image_features, obs_parts, orthogonal_init)
+        if torso is not None:
             layers.append(torso)
             width = torso.features
         self.numpy_acting = image_shape is None and obs_parts is None  # a numpy snapshot covers linear layers only

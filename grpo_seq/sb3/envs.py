@@ -20,8 +20,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from ..errors import UsageError
-from ..jobs.env import env_name, make_env
-from ..sampling.env_packages import register_namespace
+from ..jobs.env import env_name, env_spec, make_env
 from ..sampling.spaces import CodecWrapper, SpaceCodec
 from .vec_wrappers import per_env_wrappers
 
@@ -44,8 +43,11 @@ class EnvSource:
 
 
 def _registered(env_id: str) -> bool:
-    register_namespace(env_id)  # MinAtar's and ALE's ids exist once their package registers them
-    return env_id in gym.registry
+    try:
+        env_spec(env_id)  # MinAtar's and ALE's ids exist once their package registers them
+    except UsageError:
+        return False
+    return True
 
 
 def _only_plain_wrappers(env: gym.Env) -> bool:
