@@ -143,6 +143,8 @@ def control_vs_sb3(name: str = "control_vs_sb3",
                       for e, n in st.get("stop_after_by_env", {}).items())
             + ("; the systems alternate which goes first from seed to seed" if st.get("jobs", 1) == 1 else
                f"; {st['jobs']} runs at once, a seed's two systems side by side")
+            + "".join(f" ({e}: {n} runs at once, a seed's two systems side by side)"
+                      for e, n in st.get("jobs_by_env", {}).items())
             + ". Medians over seeds, an unsolved run counting as infinite; final return = the last "
             "evaluation's; seconds from the start of training, evaluations included.\n\n"
             + provenance(d["meta"]) + "\n"
@@ -156,13 +158,26 @@ def control_vs_sb3(name: str = "control_vs_sb3",
     solved = {s: sum(d["summary"][e][s]["solved"] for e in with_threshold) for s in ("ours", "sb3")}
     runs = sum(d["summary"][e]["ours"]["runs"] for e in with_threshold)
     headline = [f"{', '.join(others)}: median seconds to solve", "Stable-Baselines3 PPO (rl-zoo3 settings)",
-                "; ".join(f"{e.split('-')[0]} " + (f"{fmt(ratio, '.2f')}x" if (ratio := d['summary'][e]['ratio_solved_seconds'])
-                                                      is not None else "- (our median run unsolved)") for e in others)
+                "; ".join(f"{e.split('-')[0]} {_solve_ratio(d['summary'][e])}" for e in with_threshold)
                 + f"; solved {solved['ours']} of {runs} runs (SB3 {solved['sb3']})"
-                + ("" if st["stop_after"] else "; median final return at the budget, ours / SB3: " + "; ".join(
-                    f"{e.split('-')[0]} {fmt(d['summary'][e]['ours']['final_eval_return'], '.0f')} / "
-                    f"{fmt(d['summary'][e]['sb3']['final_eval_return'], '.0f')}" for e in others))]
+                + ("" if st["stop_after"] else "; median final return, ours / SB3: " + "; ".join(
+                    f"{e.split('-')[0]} {_returns(d['summary'][e])}" for e in others))]
     return text, headline
+
+
+def _solve_ratio(sm: dict) -> str:
+    """Median seconds to solve, ours / SB3's, or which side's median run is unsolved."""
+    if sm["ours"]["solved_seconds"] is None:
+        return "- (our median run unsolved)"
+    if sm["sb3"]["solved_seconds"] is None:
+        return "- (SB3's median run unsolved)"
+    return f"{fmt(sm['ratio_solved_seconds'], '.2f')}x"
+
+
+def _returns(sm: dict) -> str:
+    """Median final returns, ours / SB3's, to two decimals where they are small (MiniGrid's are below 1)."""
+    spec = ".2f" if max(abs(sm["ours"]["final_eval_return"]), abs(sm["sb3"]["final_eval_return"])) < 10 else ".0f"
+    return f"{fmt(sm['ours']['final_eval_return'], spec)} / {fmt(sm['sb3']['final_eval_return'], spec)}"
 
 
 def workloads_vs_sb3() -> tuple[str, list]:
