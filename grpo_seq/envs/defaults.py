@@ -77,8 +77,8 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
 _MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_steps=2_000, eval_greedy=False,
                  scale_rewards="none")
 FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID}
-# rl-zoo3's budget for PPO there: with the family's 500k the learning rate decays too slowly for a
-# policy that finds the goal early to settle on the shortest path (docs/experiments.md).
+# rl-zoo3's budget for PPO there, so that both train alike beside each other
+# (benchmarks/results/workloads_vs_sb3); the learning rate reaches 0 at its end.
 ENV_OVERRIDES["MiniGrid-Empty-Random-5x5-v0"] = dict(total_env_steps=100_000, eval_every=5_000)
 
 # An env without a registered id (one built directly, as a custom env or Stable-Baselines3's test
