@@ -342,8 +342,8 @@ def plot(rows: list[dict], envs: list[str], thresholds: dict[str, float], path: 
             if i == 0:
                 ax.set_title(env_id)
         axes[0][j].legend(loc="lower right", fontsize=8)
-    axes[0][0].set_ylabel("greedy eval return (10 episodes)")
-    axes[1][0].set_ylabel("greedy eval return (10 episodes)")
+    for row in axes:  # MiniGrid's evaluations sample their actions, as rl-zoo3's do
+        row[0].set_ylabel("eval return (10 episodes)")
     fig.suptitle("one line per seed; dashed: reward_threshold")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
