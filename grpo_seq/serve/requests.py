@@ -171,13 +171,18 @@ def _check_budget(options: Mapping[str, Any], name: str, shown: str, most: int) 
 
 
 def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
-    """A registered gymnasium env with discrete actions (or MultiDiscrete, MultiBinary) (an import path
-    ``module:Env`` would import code named by the request: refused), and a budget within bounds."""
+    """A registered gymnasium env whose actions have a token form (an import path ``module:Env``
+    would import code named by the request: refused), and a budget within bounds. An id of a
+    package that registers its envs on import (MinAtar, ALE, MiniGrid) is registered first."""
     import gymnasium as gym
 
     from ..jobs.env import check_spaces
 
+    from ..sampling.env_packages import register_namespace
+
     env_id = options.setdefault("env_id", "CartPole-v1")
+    if isinstance(env_id, str) and ":" not in env_id:
+        register_namespace(env_id)  # MinAtar's, Atari's and MiniGrid's ids: only packages named in env_packages
     if not isinstance(env_id, str) or ":" in env_id or env_id not in gym.registry:
         raise RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
     _check_budget(options, "total_env_steps", "total_timesteps", cfg.max_env_steps)

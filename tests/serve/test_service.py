@@ -3,6 +3,7 @@ refused with nothing written, cancel, a killed job, too many jobs, resume, and a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -76,6 +77,18 @@ def test_a_continuous_action_job_answers_values_within_its_bounds(server):
     # torques as the env takes them: one of 5 values from -2 to 2, not the policy's token numbers
     assert len(answer["actions"]) == 3 and all(len(a) == 1 and a[0] in (-2.0, -1.0, 0.0, 1.0, 2.0)
                                                for a in answer["actions"]), answer
+
+
+@pytest.mark.skipif(importlib.util.find_spec("minatar") is None, reason="needs the minatar extra")
+def test_a_pixel_job_of_a_package_that_registers_its_ids_trains_and_answers_frames(server):
+    # MinAtar's ids exist in gymnasium only once minatar has registered them: the service does that
+    job = server.train({"env_name": "MinAtar/Breakout-v1", "total_timesteps": 400, "model_name": "breakout", "seed": 0})
+    assert server.wait_state(job["id"], ("done", "failed"))["state"] == "done"
+    frames = np.zeros((2, 10 * 10 * 4))  # two flattened 10 x 10 frames of 4 channels
+    answer = server.client.post("/inference", json={"model_name": "breakout", "observation": frames.tolist()}).json()
+    assert len(answer["actions"]) == 2 and all(a in range(3) for a in answer["actions"]), answer
+    model = _model(server, "breakout")
+    assert (model["env_id"], model["obs_dim"], model["num_actions"]) == ("MinAtar/Breakout-v1", 400, 3)
 
 
 def _model(server: Server, name: str) -> dict:
