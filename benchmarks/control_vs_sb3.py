@@ -201,9 +201,11 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     from stable_baselines3.common.vec_env import VecNormalize
 
     from grpo_seq.jobs.env import env_wrappers, eval_greedy
+    from grpo_seq.sampling.env_packages import register_namespace
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
 
     torch.set_num_threads(1)
+    register_namespace(env_id)  # MinAtar's ids exist once minatar has registered them
     zoo = zoo_settings(env_id)
     threshold = threshold_of(env_id)  # registers MiniGrid's ids, which exist once the package is imported
     wrappers = env_wrappers(env_id, [zoo["env_wrapper"]] if zoo.get("env_wrapper") else [])

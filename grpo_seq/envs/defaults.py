@@ -59,12 +59,17 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
     # within 1M env steps (two tuning seeds each; docs/experiments.md).
     "LunarLanderContinuous-v3": dict(num_generations=2, total_env_steps=2_000_000, eval_every=20_000, **NO_ANCHORS),
 }
+# Image observations (the SB3 door's CnnPolicy; MinAtar's and Atari's envs everywhere), over the env's
+# family: a convolutional torso on pixels diverges at the rates an MLP on a few numbers takes (its
+# ReLUs die), and four members per group give it a signal in more of its groups.
+IMAGES: dict[str, Any] = dict(learning_rate=1e-3, num_generations=4)
+
 # MinAtar (small-frame Atari, images of 10 x 10): its envs have no time limit of their own; a
 # thousand steps hold a good Breakout or Freeway game, and a group's episodes end together there.
 for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
     for _version in ("v0", "v1"):
-        ENV_OVERRIDES[f"MinAtar/{_game}-{_version}"] = dict(max_episode_steps=1_000, total_env_steps=1_000_000,
-                                                            eval_every=20_000)
+        ENV_OVERRIDES[f"MinAtar/{_game}-{_version}"] = dict(**IMAGES, max_episode_steps=1_000,
+                                                            total_env_steps=1_000_000, eval_every=20_000)
 
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end
@@ -76,7 +81,15 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
 # the spot, where every member then scores 0 and nothing trains again (docs/experiments.md).
 _MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_steps=2_000, eval_greedy=False,
                  scale_rewards="none")
-FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID}
+# Atari (ale-py's ALE/...-v5): Stable-Baselines3's Atari preprocessing and the last 4 frames as one
+# image (grpo_seq.envs.atari), the convolutional torso's rate and group (IMAGES), rl-zoo3's
+# budget for PPO on Atari. ALE registers no time limit (only its 108,000 frames): episodes are capped at
+# 5 minutes of play, 18,000 frames or 4,500 steps, as DQN's evaluation capped them (Mnih et al. 2015).
+# A whole game is one episode, so a greedy policy that has lost a life and never presses FIRE
+# again stands still until the cap: at ALE's own limit one such evaluation plays 27,000 steps.
+_ATARI = dict(**IMAGES, env_wrappers=["grpo_seq.envs.atari:atari_wrapper"], max_episode_steps=4_500,
+              total_env_steps=10_000_000, eval_every=250_000)
+FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID, "ALE/": _ATARI}
 # rl-zoo3's budget for PPO there, so that both train alike beside each other
 # (benchmarks/results/workloads_vs_sb3); the learning rate reaches 0 at its end.
 ENV_OVERRIDES["MiniGrid-Empty-Random-5x5-v0"] = dict(total_env_steps=100_000, eval_every=5_000)
@@ -96,10 +109,6 @@ UNREGISTERED: dict[str, Any] = {**ENV_DEFAULTS["cartpole"], "scale_rewards": "no
 ALTERNATIVES_GROUPS = 16
 ALTERNATIVES_MAX_DEFAULT_G = 4096
 
-# Image observations (the SB3 door's CnnPolicy), over the env's family: a convolutional torso on
-# pixels diverges at the rates an MLP on a few numbers takes (its ReLUs die), and four members per
-# group give it a signal in more of its groups.
-IMAGES: dict[str, Any] = dict(learning_rate=1e-3, num_generations=4)
 
 PER_ENV = "default: per env family (grpo_seq.envs.defaults)"
 

@@ -63,3 +63,25 @@ def test_minigrid_envs_take_rl_zoos_flat_wrapper_by_default():
     pytest.importorskip("minigrid")
     env = make_env("MiniGrid-Empty-5x5-v0", wrappers=load_wrappers(spec.env_wrappers))  # registered on first use
     assert len(env.observation_space.shape) == 1
+
+
+def test_atari_envs_take_sb3s_preprocessing_and_four_stacked_frames_by_default():
+    from grpo_seq.jobs.env_spec import EnvJob
+    from grpo_seq.policies.image_torso import ImageTorso, channels_last
+
+    spec = EnvJob(env_id="ALE/Pong-v5")
+    assert spec.env_wrappers == ["grpo_seq.envs.atari:atari_wrapper"]
+    assert (spec.max_episode_steps, spec.learning_rate, spec.num_generations) == (4_500, 1e-3, 4)
+    for package in ("ale_py", "cv2", "stable_baselines3"):
+        pytest.importorskip(package)
+    env = make_env("ALE/Pong-v5", tokens=False, wrappers=load_wrappers(spec.env_wrappers))  # registered on first use
+    obs, _ = env.reset(seed=0)
+    # 84 x 84 grey frames, the last 4 as channels first, as SB3's VecFrameStack + VecTransposeImage give them
+    assert obs.shape == env.observation_space.shape == (4, 84, 84) and obs.dtype.name == "uint8"
+    assert not channels_last(obs.shape) and ImageTorso(obs.shape).features == 512  # the Nature CNN
+    again, _ = make_env("ALE/Pong-v5", tokens=False, wrappers=load_wrappers(spec.env_wrappers)).reset(seed=0)
+    assert (again == obs).all()  # a seeded reset starts a group's members alike (no-op starts included)
+    # a v5 env repeats each action for 4 frames itself: the wrapper skips none on top (a step is 4 frames)
+    frames = env.unwrapped.ale.getEpisodeFrameNumber()
+    env.step(0)
+    assert env.unwrapped.ale.getEpisodeFrameNumber() - frames == 4
