@@ -176,15 +176,16 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
     package that registers its envs on import (MinAtar, ALE, MiniGrid) is registered first."""
     import gymnasium as gym
 
-    from ..jobs.env import check_spaces
-
-    from ..sampling.env_packages import register_namespace
+    from ..jobs.env import check_spaces, env_spec
 
     env_id = options.setdefault("env_id", "CartPole-v1")
-    if isinstance(env_id, str) and ":" not in env_id:
-        register_namespace(env_id)  # MinAtar's, Atari's and MiniGrid's ids: only packages named in env_packages
-    if not isinstance(env_id, str) or ":" in env_id or env_id not in gym.registry:
-        raise RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
+    unknown = RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
+    if not isinstance(env_id, str) or ":" in env_id:
+        raise unknown
+    try:
+        env_spec(env_id)  # registers MinAtar's, Atari's and MiniGrid's ids first (their packages, nothing else)
+    except UsageError:
+        raise unknown from None
     _check_budget(options, "total_env_steps", "total_timesteps", cfg.max_env_steps)
     try:
         env = gym.make(env_id)
