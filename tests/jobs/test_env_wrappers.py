@@ -69,9 +69,13 @@ def test_atari_envs_take_sb3s_preprocessing_and_four_stacked_frames_by_default()
     from grpo_seq.jobs.env_spec import EnvJob
     from grpo_seq.policies.image_torso import ImageTorso, channels_last
 
+    from grpo_seq.envs.defaults import IMAGES
+
     spec = EnvJob(env_id="ALE/Pong-v5")
-    assert spec.env_wrappers == ["grpo_seq.envs.atari:atari_wrapper"]
-    assert (spec.max_episode_steps, spec.learning_rate, spec.num_generations) == (4_500, 1e-3, 4)
+    assert spec.env_wrappers == ["grpo_seq.envs.atari:atari_wrapper"] and spec.max_episode_steps == 4_500
+    for pixels in (spec, EnvJob(env_id="MinAtar/Breakout-v1")):  # the image defaults, as in the SB3 door
+        assert (pixels.learning_rate, pixels.num_generations) == (IMAGES["learning_rate"], IMAGES["num_generations"])
+    assert EnvJob(env_id="Acrobot-v1").learning_rate != IMAGES["learning_rate"]
     for package in ("ale_py", "cv2", "stable_baselines3"):
         pytest.importorskip(package)
     env = make_env("ALE/Pong-v5", tokens=False, wrappers=load_wrappers(spec.env_wrappers))  # registered on first use
