@@ -928,8 +928,8 @@ def sb3_readme_example() -> tuple[str, list]:
             + ", ".join(f"{k}={v}" for k, v in st["example"].items())
             + f")` (SB3's meaning: a constant rate, minibatches of 64 env steps, 10 passes), {st['steps']:,} env steps, "
             f"then {st['episodes']} greedy episodes; a seed passes when its lowest return is at least {st['bar']}. "
-            "An arm adds GRPO options to the example's; fixed / broken: the seeds it passes that the example fails, "
-            "and the other way round, on the seeds both ran.\n\n"
+            "An arm adds GRPO options to the example's (`PPO (SB3)`: SB3's own PPO on the example, the reference); "
+            "fixed / broken: the seeds it passes that the example fails, and the other way round, on the seeds both ran.\n\n"
             + provenance(d["meta"]) + "\n"
             + table(["arm", "options", "seeds", "passed", "median lowest return", "fixed / broken"], rows))
     return text, []

@@ -2,6 +2,7 @@
 
     python benchmarks/sb3_readme_example.py --seeds 0-39
     python benchmarks/sb3_readme_example.py --seeds 0-39 --arm G4 --over '{"group_size": 4}'
+    python benchmarks/sb3_readme_example.py --seeds 0-19 --ppo      # the reference: SB3's own PPO, arm "PPO (SB3)"
 
 The example as SB3's README gives it for PPO, with ``GRPO`` in its place: ``CartPole-v1``,
 ``n_steps=256, batch_size=64, n_epochs=10, learning_rate=3e-4`` (SB3's meaning: a constant rate,
@@ -21,6 +22,7 @@ import record  # benchmarks/record.py: default --out and the meta block
 
 EXAMPLE = dict(n_steps=256, batch_size=64, n_epochs=10, learning_rate=3e-4)
 STEPS, EPISODES, BAR = 20_000, 5, 475
+PPO_ARM = "PPO (SB3)"
 
 
 def seed_list(text: str) -> list[int]:
@@ -28,13 +30,17 @@ def seed_list(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def one_seed(seed: int, over: dict, steps: int = STEPS) -> list[float]:
-    """The example trained from ``seed``; its greedy returns over EPISODES seeded episodes."""
+def one_seed(seed: int, over: dict, steps: int = STEPS, ppo: bool = False) -> list[float]:
+    """The example trained from ``seed`` (by SB3's PPO with ``ppo``); its greedy returns over
+    EPISODES seeded episodes."""
     import gymnasium as gym
 
-    from grpo_seq import GRPO
+    if ppo:
+        from stable_baselines3 import PPO as algo
+    else:
+        from grpo_seq import GRPO as algo
 
-    model = GRPO("MlpPolicy", "CartPole-v1", **{**EXAMPLE, **over}, seed=seed, verbose=0)
+    model = algo("MlpPolicy", "CartPole-v1", **{**EXAMPLE, **over}, seed=seed, verbose=0, device="cpu")
     model.learn(total_timesteps=steps)
     env, returns = gym.make("CartPole-v1"), []
     for episode in range(EPISODES):
@@ -53,6 +59,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--arm", default="the example")
     ap.add_argument("--over", default="{}", help="GRPO options added to the example's, a JSON object")
+    ap.add_argument("--ppo", action="store_true", help="train SB3's PPO instead (arm 'PPO (SB3)' unless --arm names one)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=STEPS, help="env steps (the example's: 20,000)")
     ap.add_argument("--out", type=Path, default=record.default_out("sb3_readme_example"))
@@ -61,12 +68,15 @@ def main() -> None:
 
     torch.set_num_threads(a.threads)
     over = json.loads(a.over)
+    if a.ppo and a.arm == "the example":
+        a.arm = PPO_ARM
     out = record.prepare(a.out)
     d = json.loads(out.read_text()) if out.is_file() else {"rows": []}
     for seed in seed_list(a.seeds):
-        returns = one_seed(seed, over, a.steps)
+        returns = one_seed(seed, over, a.steps, a.ppo)
         d["rows"] = [r for r in d["rows"] if (r["arm"], r["seed"]) != (a.arm, seed)]
-        d["rows"].append({"arm": a.arm, "over": over, "seed": seed, "returns": returns, "passed": min(returns) >= BAR})
+        d["rows"].append({"arm": a.arm, "over": over, "seed": seed, "returns": returns, "passed": min(returns) >= BAR,
+                          **({"algo": "ppo"} if a.ppo else {})})
         print(json.dumps(d["rows"][-1]), flush=True)
     meta, before = record.meta(), d.get("meta", {}).get("command", [])
     d["meta"] = {**meta, "command": [c for c in before if c != meta["command"]] + [meta["command"]]}  # every arm's

@@ -228,14 +228,16 @@ def test_agent_overhead_runs_both_sides_on_the_same_work_and_the_report_renders_
 def test_sb3_readme_example_keeps_each_arms_seeds_and_the_report_pairs_them(tmp_path):
     out = tmp_path / "sb3_readme_example" / "result.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    for arm in (["--seeds", "0-1"], ["--seeds", "1", "--arm", "G4", "--over", '{"group_size": 4}']):
+    for arm in (["--seeds", "0-1"], ["--seeds", "1", "--arm", "G4", "--over", '{"group_size": 4}'], ["--seeds", "1", "--ppo"]):
         res = forkrun.run([sys.executable, "benchmarks/sb3_readme_example.py", *arm, "--steps", "600", "--out", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr[-3000:]
     d = json.loads(out.read_text())
-    assert [(r["arm"], r["seed"]) for r in d["rows"]] == [("the example", 0), ("the example", 1), ("G4", 1)]
+    assert [(r["arm"], r["seed"]) for r in d["rows"]] == [("the example", 0), ("the example", 1), ("G4", 1),
+                                                          ("PPO (SB3)", 1)]
     assert all(len(r["returns"]) == 5 and r["passed"] == (min(r["returns"]) >= 475) for r in d["rows"])
-    assert len(d["meta"]["command"]) == 2 and d["settings"]["steps"] == 600
+    assert [r.get("algo") for r in d["rows"]] == [None, None, None, "ppo"]  # SB3's PPO trained the reference arm
+    assert len(d["meta"]["command"]) == 3 and d["settings"]["steps"] == 600
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import report
 
