@@ -383,23 +383,8 @@ def main() -> None:
     earlier_seeds: dict[str, list[int]] = {}
     runners = {"ours": run_ours, "sb3": run_sb3}
     rows, t0 = [], time.perf_counter()
-    fresh_envs = list(args.envs)
-    if args.merge and args.out.exists():  # the other envs' rows, measured by an earlier run (its meta is replaced)
-        kept = json.loads(args.out.read_text())
-        rows = [r for r in kept["rows"] if r["env_id"] not in args.envs or r["system"] not in args.systems]
-        for r in rows:
-            r.setdefault("from_commit", kept["meta"].get("commit"))
-        # the suite keeps its order: a re-run env takes its old place, a new one goes last
-        args.envs = kept["settings"]["envs"] + [e for e in args.envs if e not in kept["settings"]["envs"]]
-        thresholds.update(kept["settings"]["thresholds"])
-        earlier_seeds = kept["settings"]["seeds"]
-        earlier = kept["meta"]
-        others = [e for e in args.envs if e not in fresh_envs] + [
-            f"{e} ({s})" for e in fresh_envs for s in SYSTEMS if s not in args.systems]
-        head = f"rows of {', '.join(others)} from an earlier run: "
-        # rows the earlier record had itself kept: its note names the run that measured them
-        args.earlier_note = earlier["note"] if str(earlier.get("note", "")).startswith(head) else (
-            head + f"`{earlier.get('command')}` at commit {str(earlier.get('commit'))[:10]}, {earlier.get('date')}")
+    if args.merge and args.out.exists():  # the other envs' rows, measured by an earlier run (its meta is kept in the note)
+        rows, earlier_seeds = merge_record(args, thresholds)
     if args.extend:
         if args.merge:
             ap.error("--extend and --merge: give one (--extend adds seeds, --merge re-runs envs)")
@@ -443,6 +428,35 @@ def main() -> None:
     print(f"{time.perf_counter() - t0:.0f} s in all")
 
 
+def merge_record(args: argparse.Namespace, thresholds: dict[str, float]) -> tuple[list, dict]:
+    """``--merge``: the record's rows of the envs (and systems) not re-run, and its seeds; sets what
+    ``write`` adds: the earlier commands, a note naming the rows the earlier run measured (its own
+    command, commit and date; earlier rows keep their note), and each kept env's ``stop_after`` and
+    ``jobs`` (``by_env``)."""
+    kept = json.loads(args.out.read_text())
+    st, earlier = kept["settings"], kept["meta"]
+    rows = [r for r in kept["rows"] if r["env_id"] not in args.envs or r["system"] not in args.systems]
+    own = [(r["env_id"], r["system"]) for r in rows if "from_commit" not in r]  # measured by the earlier meta's run
+    labels = []
+    for e in st["envs"]:
+        systems = [s for s in SYSTEMS if (e, s) in own]
+        labels += [e] if len(systems) == len(SYSTEMS) else [f"{e} ({s})" for s in systems]
+    for r in rows:
+        r.setdefault("from_commit", earlier.get("commit"))
+    fresh = list(args.envs)
+    # the suite keeps its order: a re-run env takes its old place, a new one goes last
+    args.envs = st["envs"] + [e for e in args.envs if e not in st["envs"]]
+    thresholds.update(st["thresholds"])
+    commands = [earlier["command"]] if isinstance(earlier["command"], str) else list(earlier["command"])
+    mine = (f"rows of {', '.join(labels)} from `{commands[-1]}` at commit {str(earlier.get('commit'))[:10]}, "
+            f"{earlier.get('date')}") if labels else ""
+    args.earlier_commands = commands
+    args.earlier_note = "; ".join(n for n in (earlier.get("note", ""), mine) if n)
+    args.by_env = {key: {e: st.get(f"{key}_by_env", {}).get(e, st.get(key)) for e in st["envs"] if e not in fresh}
+                   for key in ("stop_after", "jobs")}
+    return rows, st["seeds"]
+
+
 def extend_record(args: argparse.Namespace, named: list[str], thresholds: dict[str, float]) -> tuple[list, dict, dict]:
     """``--extend``: the record's rows and seeds, and the new seeds of each env ``named``; sets
     what ``write`` adds to the meta block (the earlier commands, and a note of what this run added)."""
@@ -468,6 +482,16 @@ def extend_record(args: argparse.Namespace, named: list[str], thresholds: dict[s
     return rows, earlier_seeds, new
 
 
+def by_env(args: argparse.Namespace, envs: list[str]) -> dict[str, dict[str, int]]:
+    """``stop_after_by_env``, ``jobs_by_env``: the kept envs' own values where they differ from this run's."""
+    out = {}
+    for key, values in getattr(args, "by_env", {}).items():
+        differ = {e: v for e, v in values.items() if e in envs and v is not None and v != getattr(args, key)}
+        if differ:
+            out[f"{key}_by_env"] = differ
+    return out
+
+
 def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, float], every, seeds_of) -> None:
     envs = [e for e in args.envs if any(r["env_id"] == e for r in rows)]
     meta = record.meta()
@@ -477,6 +501,7 @@ def write(args: argparse.Namespace, rows: list[dict], thresholds: dict[str, floa
         meta["command"] = args.earlier_commands + [meta["command"]]
     result = {"meta": meta, "settings": {"envs": envs, "seeds": {e: seeds_of(e) for e in envs},
                                                    "stop_after": args.stop_after, "jobs": args.jobs,
+                                                   **by_env(args, envs),
                                                    "eval_every": {e: every(e) for e in envs},
                                                    "thresholds": thresholds, "eval_episodes": 10, "torch_threads": 1},
               "summary": {e: summarise(rows, e) for e in envs}, "rows": rows,

@@ -126,7 +126,8 @@ def control_vs_sb3(name: str = "control_vs_sb3",
                      fmt(o["solved_env_steps"], ",.0f"), fmt(b["solved_env_steps"], ",.0f"),
                      fmt(o["solved_seconds"], ".1f"), fmt(b["solved_seconds"], ".1f"),
                      *((fmt(sm["ratio_solved_seconds"], ".3f"), fmt(sm["ratio_solved_env_steps"], ".3f"))
-                       if b["solved_seconds"] is not None else ("- (SB3 unsolved)", "- (SB3 unsolved)")),
+                       if b["solved_seconds"] is not None else ("-", "-") if b["solved"] is None
+                       else ("- (SB3 unsolved)", "- (SB3 unsolved)")),
                      f"{fmt(o['final_eval_return'], '.1f')} / {fmt(b['final_eval_return'], '.1f')}",
                      f"{fmt(o['peak_rss_gib'])} / {fmt(b['peak_rss_gib'])}"])
     st = d["settings"]
@@ -139,11 +140,12 @@ def control_vs_sb3(name: str = "control_vs_sb3",
             + (f"each run stops {st['stop_after']} evaluations after solving, or at its budget"
                if st["stop_after"] else "each run trains its whole budget (ours: the env's `total_env_steps`; SB3: "
                "rl-zoo3's `n_timesteps`)")
-            + "".join(f" ({e}: each run stops {n} evaluations after solving, or at its budget)"
-                      for e, n in st.get("stop_after_by_env", {}).items())
+            + "".join(f" ({e}: each run stops {n} evaluations after solving, or at its budget)" if n else
+                      f" ({e}: each run trains its whole budget)" for e, n in st.get("stop_after_by_env", {}).items())
             + ("; the systems alternate which goes first from seed to seed" if st.get("jobs", 1) == 1 else
                f"; {st['jobs']} runs at once, a seed's two systems side by side")
-            + "".join(f" ({e}: {n} runs at once, a seed's two systems side by side)"
+            + "".join(f" ({e}: {n} runs at once, a seed's two systems side by side)" if n > 1 else
+                      f" ({e}: one run at a time, the systems alternating which goes first)"
                       for e, n in st.get("jobs_by_env", {}).items())
             + ". Medians over seeds, an unsolved run counting as infinite; final return = the last "
             "evaluation's; seconds from the start of training, evaluations included.\n\n"

@@ -432,6 +432,39 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
     assert args.earlier_note.startswith("CartPole-v1 seeds 2, 3 (ours, sb3) added by `")
 
 
+def test_control_vs_sb3_merge_keeps_the_other_envs_provenance_and_their_own_settings(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import argparse
+
+        import control_vs_sb3 as c
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "r.json"
+    kept = {"meta": {"command": ["python a", "python b --stop_after 3 --jobs 2"], "commit": "bbb", "date": "d2",
+                     "note": "rows of Pendulum-v1 from `python a` at commit aaa, d1"},
+            "settings": {"envs": ["Pendulum-v1", "LunarLanderContinuous-v3"], "stop_after": 3, "jobs": 2,
+                         "stop_after_by_env": {"Pendulum-v1": 0}, "jobs_by_env": {"Pendulum-v1": 1},
+                         "seeds": {"Pendulum-v1": [0], "LunarLanderContinuous-v3": [0]},
+                         "thresholds": {"Pendulum-v1": -200.0, "LunarLanderContinuous-v3": 200.0}},
+            "rows": [{"env_id": "Pendulum-v1", "system": s, "seed": 0, "from_commit": "aaa"} for s in c.SYSTEMS]
+            + [{"env_id": "LunarLanderContinuous-v3", "system": s, "seed": 0} for s in c.SYSTEMS]}
+    out.write_text(json.dumps(kept))
+    args = argparse.Namespace(out=out, envs=["MinAtar/Breakout-v1"], systems=list(c.SYSTEMS), stop_after=0, jobs=2)
+    thresholds = {"MinAtar/Breakout-v1": None}
+    rows, seeds = c.merge_record(args, thresholds)
+    assert len(rows) == 4 and seeds == kept["settings"]["seeds"]
+    # the rows the earlier record's own run measured now name it; those it had kept keep their commit
+    assert {r["env_id"]: r["from_commit"] for r in rows} == {"Pendulum-v1": "aaa", "LunarLanderContinuous-v3": "bbb"}
+    assert args.earlier_commands == kept["meta"]["command"]
+    assert args.earlier_note == ("rows of Pendulum-v1 from `python a` at commit aaa, d1; rows of "
+                                 "LunarLanderContinuous-v3 from `python b --stop_after 3 --jobs 2` at commit bbb, d2")
+    assert args.envs == ["Pendulum-v1", "LunarLanderContinuous-v3", "MinAtar/Breakout-v1"]
+    # each kept env keeps how it ran where this run differs: Pendulum one run at a time, LunarLander stopped after 3
+    assert c.by_env(args, args.envs) == {"stop_after_by_env": {"LunarLanderContinuous-v3": 3},
+                                         "jobs_by_env": {"Pendulum-v1": 1}}
+
+
 def test_minibatch_cost_times_both_scorings_of_the_same_updates(tmp_path):
     out = tmp_path / "m.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
