@@ -94,6 +94,8 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
           **(surface or {})}
     if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
         kw.pop("minibatch_tokens", None)
+    if "env_wrappers" not in ours:  # SB3 trains the env it is given as it is (the user wraps it: make_atari_env)
+        kw["env_wrappers"] = []
     for sb3_name, name in (("n_epochs", "mu"), ("gamma", "gamma"), ("max_grad_norm", "max_grad_norm"),
                            ("group_size", "num_generations"), ("ent_coef", "ent_coef")):
         if sb3.get(sb3_name) is not None:

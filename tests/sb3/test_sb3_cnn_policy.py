@@ -132,3 +132,16 @@ class DictOf(gym.ObservationWrapper):
 
     def observation(self, obs):
         return {"image": obs}
+
+
+def test_the_door_trains_the_env_as_given_without_the_familys_wrappers():
+    from grpo_seq.sb3.arguments import build_config
+
+    sb3 = dict.fromkeys(("n_steps", "batch_size"))
+    # the Atari family wraps ALE's envs on the command line; SB3's user wraps them (make_atari_env)
+    door = build_config(sb3, {}, n_envs=1, max_episode_steps=4_500, steps_per_group=None, env_id="ALE/Pong-v5",
+                        images=True)
+    assert door.env_wrappers == [] and door.learning_rate == 1e-3  # the image defaults still hold
+    named = build_config(sb3, {"env_wrappers": ["grpo_seq.envs.atari:atari_wrapper"]}, n_envs=1,
+                         max_episode_steps=4_500, steps_per_group=None, env_id="ALE/Pong-v5", images=True)
+    assert named.env_wrappers == ["grpo_seq.envs.atari:atari_wrapper"]  # asked for by name: kept
