@@ -452,9 +452,14 @@ def merge_record(args: argparse.Namespace, thresholds: dict[str, float]) -> tupl
             f"{earlier.get('date')}") if labels else ""
     args.earlier_commands = commands
     args.earlier_note = "; ".join(n for n in (earlier.get("note", ""), mine) if n)
-    args.by_env = {key: {e: st.get(f"{key}_by_env", {}).get(e, st.get(key)) for e in st["envs"] if e not in fresh}
-                   for key in ("stop_after", "jobs")}
+    args.by_env = kept_settings(st, fresh)
     return rows, st["seeds"]
+
+
+def kept_settings(settings: dict[str, Any], named: list[str]) -> dict[str, dict[str, Any]]:
+    """How each env of a record that this run does not name ran: its ``stop_after`` and ``jobs``."""
+    return {key: {e: settings.get(f"{key}_by_env", {}).get(e, settings.get(key)) for e in settings["envs"]
+                  if e not in named} for key in ("stop_after", "jobs")}
 
 
 def extend_record(args: argparse.Namespace, named: list[str], thresholds: dict[str, float]) -> tuple[list, dict, dict]:
@@ -474,6 +479,7 @@ def extend_record(args: argparse.Namespace, named: list[str], thresholds: dict[s
         r.setdefault("from_commit", kept["meta"].get("commit"))
     earlier = kept["meta"]
     args.earlier_commands = [earlier["command"]] if isinstance(earlier["command"], str) else list(earlier["command"])
+    args.by_env = kept_settings(kept["settings"], named)
     now = record.meta()
     new = {e: list(args.seeds) for e in args.envs if e in named}
     added = "; ".join(f"{e} seeds {', '.join(map(str, s))} ({', '.join(args.systems)})" for e, s in new.items())

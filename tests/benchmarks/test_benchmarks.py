@@ -430,6 +430,8 @@ def test_control_vs_sb3_extend_keeps_every_row_and_refuses_a_seed_it_has(tmp_pat
     assert args.envs == ["CartPole-v1", "Acrobot-v1"] and thresholds["Acrobot-v1"] == -100.0
     assert args.earlier_commands == [kept["meta"]["command"]]
     assert args.earlier_note.startswith("CartPole-v1 seeds 2, 3 (ours, sb3) added by `")
+    args.stop_after, args.jobs = 3, 1
+    assert c.by_env(args, args.envs) == {}  # the record gives no settings of its own: nothing to keep
 
 
 def test_control_vs_sb3_merge_keeps_the_other_envs_provenance_and_their_own_settings(tmp_path):
