@@ -47,7 +47,7 @@ from ..policies.mlp import CategoricalMLPPolicy
 from ..io.record import check_renderer, record_episode
 from ..sampling.alternatives import AlternativesSampler
 from ..sampling.base import Budgeted, EpisodeSampler, ObsTransform
-from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, make_env
+from ..sampling.env import EnvGroupSampler, action_nvec, env_spec, is_registered, make_env
 from ..sampling.env_wrappers import load_wrappers
 from ..sampling.novelty import NoveltyBonus
 from ..sampling.snapshot import env_name
@@ -64,7 +64,7 @@ from .folder import resolve_run_dir
 __all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
            "check_spaces", "env_form", "env_wrappers", "eval_greedy", "env_codec", "policy_action_bins",
            # what a door builds its envs and acts with, as the job does
-           "make_env", "env_name", "make_actor"]
+           "make_env", "env_name", "make_actor", "is_registered"]
 
 
 def env_codec(env_id: str, action_bins: int | None = None, action_clip: Any = None) -> Any:

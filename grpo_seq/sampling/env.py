@@ -22,7 +22,8 @@ from .spaces import CodecWrapper, SpaceCodec
 from .start_states import check_same_starts
 from .step_reward import StepRewardFn, apply_step_reward
 
-__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "as_tokens", "action_nvec", "env_spec", "check_spaces"]
+__all__ = ["EnvGroupSampler", "make_vector_env", "make_env", "as_tokens", "action_nvec", "env_spec", "is_registered",
+           "check_spaces"]
 
 # Environments whose numpy-vectorised implementation keeps its full state in
 # ``unwrapped.state`` shaped (state_dim, num_envs) with the observation equal to the state:
@@ -42,6 +43,15 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         return gym.spec(env_id)
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
+
+
+def is_registered(env_id: str) -> bool:
+    """Whether gymnasium knows ``env_id``, once its package (MinAtar, ALE, MiniGrid) has registered it."""
+    try:
+        env_spec(env_id)
+    except UsageError:
+        return False
+    return True
 
 
 def _register(env_id: str) -> None:

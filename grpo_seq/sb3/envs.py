@@ -20,7 +20,7 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from ..errors import UsageError
-from ..jobs.env import env_name, env_spec, make_env
+from ..jobs.env import env_name, is_registered, make_env
 from ..sampling.spaces import CodecWrapper, SpaceCodec
 from .vec_wrappers import per_env_wrappers
 
@@ -42,14 +42,6 @@ class EnvSource:
     normalizer: Any = None  # the user's VecNormalize, whose observation statistics the policy sees through
 
 
-def _registered(env_id: str) -> bool:
-    try:
-        env_spec(env_id)  # MinAtar's and ALE's ids exist once their package registers them
-    except UsageError:
-        return False
-    return True
-
-
 def _only_plain_wrappers(env: gym.Env) -> bool:
     spec = env.spec
     extra = [w.name for w in (spec.additional_wrappers if spec else ())]
@@ -60,7 +52,7 @@ def _maker(env: gym.Env) -> tuple[str | None, Callable[[], gym.Env], bool]:
     """A registered id (or None), how to make a fresh env, and whether that is a deep copy. A spec
     whose id nothing registers (an env class that names itself, as SB3's BitFlippingEnv does) makes
     nothing: the env is copied."""
-    spec = env.spec if env.spec is not None and _registered(env.spec.id) else None
+    spec = env.spec if env.spec is not None and is_registered(env.spec.id) else None
     if spec is not None and _only_plain_wrappers(env):
         kwargs = dict(spec.kwargs)
         limit = spec.max_episode_steps

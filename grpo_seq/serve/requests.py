@@ -176,16 +176,12 @@ def _check_env(options: dict[str, Any], cfg: ServeConfig) -> None:
     package that registers its envs on import (MinAtar, ALE, MiniGrid) is registered first."""
     import gymnasium as gym
 
-    from ..jobs.env import check_spaces, env_spec
+    from ..jobs.env import check_spaces, is_registered
 
     env_id = options.setdefault("env_id", "CartPole-v1")
-    unknown = RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
-    if not isinstance(env_id, str) or ":" in env_id:
-        raise unknown
-    try:
-        env_spec(env_id)  # registers MinAtar's, Atari's and MiniGrid's ids first (their packages, nothing else)
-    except UsageError:
-        raise unknown from None
+    # is_registered imports only the packages that register ids (MinAtar, ALE, MiniGrid); module:Env would import any
+    if not isinstance(env_id, str) or ":" in env_id or not is_registered(env_id):
+        raise RequestError(400, f"env_name {env_id!r}: not a registered gymnasium env (e.g. CartPole-v1, Acrobot-v1)")
     _check_budget(options, "total_env_steps", "total_timesteps", cfg.max_env_steps)
     try:
         env = gym.make(env_id)

@@ -36,3 +36,11 @@ def test_a_namespace_whose_package_is_missing_stays_one_error_naming_the_id(monk
     monkeypatch.setitem(env_packages.NAMESPACES, "Absent", ("no_such_env_package_here", "register_envs"))
     with pytest.raises(UsageError, match="--env_id Absent/Game-v0: gymnasium cannot make it"):
         make_env("Absent/Game-v0")
+
+
+def test_is_registered_registers_a_packages_ids_first_and_says_no_to_an_unknown_id():
+    from grpo_seq.sampling.env import is_registered
+
+    assert is_registered("CartPole-v1") and not is_registered("NoSuchEnv-v0")
+    pytest.importorskip("minatar")
+    assert is_registered("MinAtar/Breakout-v1")  # known to gymnasium only once minatar has registered it
