@@ -47,6 +47,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+
 import record  # benchmarks/record.py: default --out and the meta block
 from cartpole_vs_sb3 import SB3Actor, fmt, inf_if_none, jsonable, linear_schedule, ratio
 
@@ -171,6 +174,28 @@ class NativeEvaluator:
         return returns
 
 
+class BinnedActions(gym.ActionWrapper):
+    """A ``Box`` action as one of ``bins`` evenly spaced values per dimension, from its low to its high
+    bound (``MultiDiscrete``), as our policies cut it (``grpo_seq.sampling.spaces.box_action_values``)."""
+
+    def __init__(self, env: gym.Env, bins: int):
+        from grpo_seq.sampling.spaces import box_action_values
+
+        super().__init__(env)
+        self.values = box_action_values(env.action_space, bins)
+        self.action_space = gym.spaces.MultiDiscrete([bins] * self.values.shape[0])
+
+    def action(self, action: Any) -> np.ndarray:
+        return bin_values(self.values, action).astype(self.env.action_space.dtype)
+
+
+def bin_values(values: np.ndarray, action: Any) -> np.ndarray:
+    """Bin indices (one action, or one row per env) as the values of ``values``' ``(dims, bins)``."""
+    a = np.asarray(action)
+    rows = a.reshape(-1, values.shape[0])
+    return values[np.arange(values.shape[0])[None, :], rows].reshape(a.shape)
+
+
 class NormalizedActor(SB3Actor):
     """SB3Actor on observations normalised with VecNormalize's frozen statistics."""
 
@@ -187,9 +212,12 @@ def sb3_worker(env_id: str, seed: int, eval_every: int, stop_after: int) -> dict
     return sb3_train(env_id, seed, eval_every, stop_after)[0]
 
 
-def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple[dict[str, Any], Any]:
-    """PPO with rl-zoo3's settings for ``env_id``, evaluated every ``eval_every`` env steps and stopped
-    ``stop_after`` evaluations after solving (0: at the budget): the run's record and its greedy actor."""
+def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int, zoo: dict[str, Any] | None = None,
+              bins: int | None = None) -> tuple[dict[str, Any], Any]:
+    """PPO with rl-zoo3's settings for ``env_id`` (``zoo`` in their place where given), evaluated every
+    ``eval_every`` env steps and stopped ``stop_after`` evaluations after solving (0: at the budget):
+    the run's record and its greedy actor. ``bins``: a ``Box`` action cut into that many values per
+    dimension, PPO's policy a categorical per dimension over them (``BinnedActions``)."""
     import gymnasium as gym
     import resource
 
@@ -206,9 +234,11 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
 
     torch.set_num_threads(1)
     register_namespace(env_id)  # MinAtar's ids exist once minatar has registered them
-    zoo = zoo_settings(env_id)
+    zoo = zoo or zoo_settings(env_id)
     threshold = threshold_of(env_id)  # registers MiniGrid's ids, which exist once the package is imported
     wrappers = env_wrappers(env_id, [zoo["env_wrapper"]] if zoo.get("env_wrapper") else [])
+    if bins:
+        wrappers = [lambda e: BinnedActions(e, bins)]
     limit = {"max_episode_steps": zoo["max_episode_steps"]} if zoo.get("max_episode_steps") else None
     env = make_vec_env(env_id, n_envs=int(zoo.get("n_envs", 1)), seed=seed, env_kwargs=limit,
                        wrapper_class=wrappers[0] if wrappers else None)
@@ -217,9 +247,11 @@ def sb3_train(env_id: str, seed: int, eval_every: int, stop_after: int) -> tuple
     model = PPO(zoo.get("policy", "MlpPolicy"), env, seed=seed, device="cpu", verbose=0, **ppo_kwargs(zoo))
     model.set_logger(Logger(folder=None, output_formats=[]))
     actor = NormalizedActor(model.policy, env) if zoo.get("normalize") else SB3Actor(model.policy)
-    if isinstance(env.action_space, gym.spaces.Box):  # the Gaussian policy's own actions, as predict gives them
+    if bins or isinstance(env.action_space, gym.spaces.Box):  # the policy's own actions, as predict gives them
         native, norm = NativeEvaluator(env_id, 10, eval_stream_seed(seed)), getattr(env, "normalize_obs", lambda o: o)
-        evaluate = lambda _: native(lambda obs: model.policy.predict(norm(obs), deterministic=True)[0])  # noqa: E731
+        values = BinnedActions(gym.make(env_id), bins).values if bins else None
+        to_env = (lambda a: bin_values(values, a)) if bins else (lambda a: a)  # noqa: E731
+        evaluate = lambda _: native(lambda obs: to_env(model.policy.predict(norm(obs), deterministic=True)[0]))  # noqa: E731
     else:
         evaluate = PolicyEvaluator(env_id, 10, seed=eval_stream_seed(seed), env_kwargs=limit, wrappers=wrappers,
                                    greedy=eval_greedy(env_id))  # MiniGrid: sampled, as rl-zoo3 and ours

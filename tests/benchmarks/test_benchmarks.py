@@ -592,3 +592,34 @@ def test_control_vs_sb3_gives_ppo_on_minatar_rl_zoos_atari_settings_our_torso_an
     rows = [c.make_row("MinAtar/Breakout-v1", s, 0, run, None) for s in c.SYSTEMS]
     assert rows[0]["solved"] is None and rows[0]["final_eval_return"] == 3.0
     assert c.summarise(rows, "MinAtar/Breakout-v1")["ours"]["solved"] is None
+
+
+def test_ppo_heads_bins_arm_drops_gsde_takes_our_bins_and_steps_the_env_with_each_bins_value():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import control_vs_sb3 as c
+        import ppo_heads as h
+    finally:
+        sys.path.pop(0)
+    import gymnasium as gym
+    import numpy as np
+
+    zoo, bins = h.arm_settings("Pendulum-v1", "gaussian")
+    assert zoo["use_sde"] is True and bins is None
+    zoo, bins = h.arm_settings("Pendulum-v1", "bins")
+    assert "use_sde" not in zoo and "sde_sample_freq" not in zoo and bins == 11 and zoo["gamma"] == 0.9
+    assert h.arm_settings("MountainCarContinuous-v0", "bins")[1] == 3  # the family's own bins there
+    zoo, bins = h.arm_settings("Pendulum-v1", "gaussian_no_sde")
+    assert "use_sde" not in zoo and bins is None
+    env = c.BinnedActions(gym.make("LunarLanderContinuous-v3"), 5)
+    assert env.action_space == gym.spaces.MultiDiscrete([5, 5])
+    # bin b of 5 over [-1, 1] is -1 + 0.5 b, per dimension, for one action or a row per env
+    assert c.bin_values(env.values, [0, 3]).tolist() == [-1.0, 0.5]
+    assert c.bin_values(env.values, np.array([[4, 2], [1, 0]])).tolist() == [[1.0, 0.0], [-0.5, -1.0]]
+    raw = gym.make("LunarLanderContinuous-v3")
+    env.reset(seed=3)
+    raw.reset(seed=3)
+    for step in range(5):
+        got = env.step(np.array([4, step % 5]))[0]
+        want = raw.step(np.array([1.0, -1.0 + 0.5 * (step % 5)], dtype=np.float32))[0]
+        assert np.array_equal(got, want)
