@@ -203,6 +203,29 @@ def workloads_vs_sb3() -> tuple[str, list]:
     return text, headline
 
 
+def ppo_heads() -> tuple[str, list]:
+    """benchmarks/ppo_heads.py: PPO's Gaussian head against bins, everything else PPO's, and what it
+    says about a Gaussian head for us."""
+    if not (RESULTS / "ppo_heads/result.json").is_file():
+        return "", []
+    d = load("ppo_heads/result.json")
+    names = {"gaussian": "Gaussian (rl-zoo3's; gSDE where it says)", "gaussian_no_sde": "Gaussian, gSDE off",
+             "bins": "bins, one categorical per dimension"}
+    rows = [[env_id, names[arm] + (f" ({s['bins']} values)" if s.get("bins") else ""), f"{s['solved']} of {s['runs']}",
+             ksteps(s["solved_env_steps"]), fmt(s["final_eval_return"], ".1f")]
+            for env_id, by_arm in d["summary"].items() for arm, s in by_arm.items()]
+    text = ("## A Gaussian head or bins: PPO with each\n\n"
+            "Would our policies do better with a Gaussian head than with a continuous action cut into bins? The "
+            "same Stable-Baselines3 PPO with rl-zoo3's settings (its critic, GAE and budget) with three heads: "
+            "rl-zoo3's own Gaussian, the Gaussian with gSDE off, and our head (each dimension one of the env's "
+            "`action_bins` values, one categorical each; gSDE is a Gaussian's only). Untuned seeds; 10 greedy "
+            "episodes every few thousand env steps on the env's own actions; median over seeds.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["env", "head", "solved", "median env steps to solve", "median final return"], rows)
+            + "\n" + plot("ppo_heads", "PPO's evaluation returns per head and seed") )
+    return text, []
+
+
 def family_ablation() -> tuple[str, list]:
     """The GRPO family's recipes on the control suite (benchmarks/family_ablation.py): a row per env and variant."""
     if not (RESULTS / "family_ablation/result.json").exists():
@@ -939,7 +962,7 @@ def sb3_readme_example() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, workloads_vs_sb3, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, workloads_vs_sb3, ppo_heads, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead, sb3_readme_example):
         text, head = fn()
         if text:

@@ -79,14 +79,21 @@ class WeightGuard:
         """Raise :class:`DivergedError` when step ``step + 1`` turned a policy that still explored
         into a deterministic one: its mean entropy over the tokens just trained (``stats``; none
         trained: nothing to check) fell below ``COLLAPSED_ENTROPY`` nats from at least
-        ``EXPLORING_ENTROPY``. Healthy learning lowers the entropy over many steps; a learning rate
-        far too high does it in one, and the run would then go on with every group's members alike.
-        Checked for policies small enough that the extra forward pass costs nothing (not language
-        models, which save themselves with ``save_to``)."""
-        if self.config.divergence_factor == 0 or hasattr(policy, "save_to") or not stats.tokens:
+        ``EXPLORING_ENTROPY`` and half a uniform policy's (``uniform_entropy``, where the policy
+        says it). Healthy learning lowers the entropy over many optimizer steps; a learning rate
+        far too high does it in one, from a policy that has learned little, and the run would then
+        go on with every group's members alike. A policy already mostly sure of a task it has
+        learned may rightly become sure in one step (a big torso's one Adam step moves its outputs
+        far). Checked where the step took one optimizer step: a step of several passes of
+        minibatches (the Stable-Baselines3 door's ``n_epochs`` x ``n_steps / batch_size``, hundreds)
+        rightly makes a policy that has learned its task sure, and the weights' norm still catches a
+        rate that blows them up there. Checked for policies small enough that the extra forward pass
+        costs nothing (not language models, which save themselves with ``save_to``)."""
+        if (self.config.divergence_factor == 0 or hasattr(policy, "save_to") or not stats.tokens
+                or len(stats.losses) != 1):
             return
         entropy_before = float(stats.token_sums["entropy"] / stats.tokens)
-        if entropy_before < EXPLORING_ENTROPY:
+        if entropy_before < max(EXPLORING_ENTROPY, 0.5 * getattr(policy, "uniform_entropy", 0.0)):
             return
         sub = batch.select(torch.arange(batch.batch_size, device=batch.tokens.device)[live])
         if sub.mask.sum() < COLLAPSE_MIN_TOKENS or sub.mask.sum() < 4 * sub.batch_size:

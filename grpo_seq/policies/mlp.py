@@ -192,6 +192,13 @@ class CategoricalMLPPolicy(nn.Module):
                 "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale"),
                 "obs_parts": kwargs.get("obs_parts")}
 
+    @property
+    def uniform_entropy(self) -> float:
+        """Nats per token of a policy choosing uniformly: log K, the mean over dimensions of a
+        factorised action (the divergence guard's measure of a policy that still explores)."""
+        nvec = self.action_nvec or [self.init_kwargs["num_actions"]]
+        return sum(math.log(n) for n in nvec) / len(nvec)
+
     def logits(self, obs: Tensor) -> Tensor:
         if self.obs_shift is not None:
             obs = obs - self.obs_shift
