@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IMAGES", "NO_ANCHORS", "PER_ENV", "per_env"]
+__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IMAGES", "MUJOCO", "NO_ANCHORS", "PER_ENV", "per_env"]
 
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "cartpole": dict(num_generations=2, num_groups=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
+    "cartpole": dict(num_generations=2, num_groups=1, mu=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
                      scale_rewards="group", absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
                      obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=0.0, total_env_steps=50_000,
                      eval_every=5_000, eval_greedy=True),
-    "default": dict(num_generations=4, num_groups=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
+    "default": dict(num_generations=4, num_groups=1, mu=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
                     scale_rewards="group", absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
                     obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
                     total_env_steps=500_000, eval_every=10_000, eval_greedy=True),
@@ -70,6 +70,16 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
     for _version in ("v0", "v1"):
         ENV_OVERRIDES[f"MinAtar/{_game}-{_version}"] = dict(**IMAGES, max_episode_steps=1_000,
                                                             total_env_steps=1_000_000, eval_every=20_000)
+
+# MuJoCo's locomotion and arm tasks: episodes of up to 1,000 steps, so one group of four is 4,000
+# env steps, and one optimizer step per group gave a 1M budget 250 of them. PPO's passes instead
+# (rl-zoo3 takes 10 to 20 epochs of small minibatches there): 10 passes of 500-step minibatches, at a
+# rate those many steps take; rl-zoo3's budget for PPO on them.
+MUJOCO = dict(mu=10, minibatch_tokens=500, learning_rate=1e-3, total_env_steps=1_000_000, eval_every=20_000)
+for _task in ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+              "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"):
+    for _version in ("v4", "v5"):
+        ENV_OVERRIDES[f"{_task}-{_version}"] = MUJOCO
 
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end

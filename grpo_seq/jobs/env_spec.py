@@ -146,6 +146,10 @@ class EnvJob(JobSpec, LoopConfig):
         default=None, metadata={"help": f"Start states per step on each process. {PER_ENV}."}
     )
     learning_rate: float | None = field(default=None, metadata={"help": f"Adam learning rate. {PER_ENV}."})
+    mu: int | None = field(
+        default=None, metadata={"help": "Passes over each sampled batch (the paper's mu; PPO's n_epochs); above 1, "
+                                f"the sampling policy's log-probs are kept for the ratio. {PER_ENV}."}
+    )
     advantage: str | None = field(
         default=None,
         metadata={"help": "stepwise (returns-to-go compared at equal step indices), outcome (group-normalised "

@@ -37,6 +37,16 @@ def test_an_env_spec_fills_its_env_familys_defaults_once_built():
     assert spec_from_dict(spec_to_dict(acrobot)) == acrobot
 
 
+def test_mujoco_takes_ppo_like_passes_of_minibatches_and_other_envs_one_pass():
+    # a MuJoCo group is 4,000 env steps: ten passes of 500-step minibatches, at a rate for many steps
+    hopper, cheetah4 = EnvJob(env_id="Hopper-v5"), EnvJob(env_id="HalfCheetah-v4")
+    for job in (hopper, cheetah4):
+        assert (job.mu, job.minibatch_tokens, job.learning_rate, job.total_env_steps) == (10, 500, 1e-3, 1_000_000)
+    assert EnvJob(env_id="CartPole-v1").mu == 1 and EnvJob(env_id="Pendulum-v1").mu == 1
+    assert EnvJob(env_id="Hopper-v5", mu=2).mu == 2  # given, it wins
+    assert spec_from_dict(spec_to_dict(hopper)) == hopper
+
+
 def test_an_envs_minibatches_of_env_steps_yield_to_a_loss_over_whole_episodes():
     assert EnvJob(env_id="Acrobot-v1").minibatch_tokens == 1024 and EnvJob(env_id="CartPole-v1").minibatch_tokens == 0
     # Dr. GRPO's sum over a constant and GSPO's one ratio per episode take no minibatch of steps: left
