@@ -50,7 +50,7 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
     written = json.loads((tmp_path / "run/config.json").read_text())
     assert written.pop("launch")["num_processes"] == 1  # how it was launched: recorded, not an option
     # every value as the file gave it, the flag overriding one; the nulls resolved to CartPole's defaults
-    assert written == {**cfg, "seed": 7, "num_groups": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
+    assert written == {**cfg, "seed": 7, "num_groups": 1, "mu": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
                        "advantage": "stepwise", "scale_rewards": "group", "absorb_ended": False, "adam_beta2": 0.95,
                        "obs_center": False, "ent_coef": 0.0, "minibatch_tokens": 0, "step_advantage_w": 0.0,
                        "eval_greedy": True}
