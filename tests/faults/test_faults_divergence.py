@@ -84,38 +84,10 @@ def test_a_policy_collapsed_to_determinism_in_one_step_stops_the_run(run_main, c
         assert not (run_dir / name).exists(), name
 
 
-def test_a_step_of_many_optimizer_steps_may_leave_a_policy_sure_of_its_actions():
-    # the Stable-Baselines3 door's step is n_epochs passes of minibatches, hundreds of optimizer steps:
-    # a policy that learns its task within one such step is sure of its actions, not diverged
+def check_collapse_to_certainty(entropy_before: float, optimizer_steps: int, num_actions: int = 4) -> None:
+    """The guard's collapse check after one step that left every action of a ``num_actions``-way policy
+    certain (entropy 0 at every token), from ``entropy_before`` nats per token over ``optimizer_steps``."""
     import torch
-    from torch import nn
-
-    from grpo_seq.loop.config import LoopConfig
-    from grpo_seq.loop.guards import WeightGuard
-    from grpo_seq.loop.update import UpdateStats
-    from grpo_seq.math.batch import RolloutBatch
-
-    class Sure(nn.Module):  # every action certain: entropy 0 at every token
-        def forward(self, batch, with_entropy=False):
-            return torch.zeros(batch.tokens.shape), torch.zeros(batch.tokens.shape)
-
-    batch = RolloutBatch(context=torch.zeros(4, 8, 1), tokens=torch.zeros(4, 8, dtype=torch.long),
-                         mask=torch.ones(4, 8, dtype=torch.bool), group=torch.zeros(4, dtype=torch.long),
-                         num_generations=4, rewards=torch.arange(4.0))
-    live = torch.ones(4, dtype=torch.bool)
-    guard = WeightGuard(LoopConfig(), [nn.Parameter(torch.ones(3))], None)
-    exploring = dict(token_sums={"entropy": torch.tensor(0.5 * 32)}, tokens=torch.tensor(32.0))
-    guard.check_collapse(Sure(), batch, live, UpdateStats(**exploring, losses=[torch.tensor(0.0)] * 320), step=0)
-    assert guard.diverged_at is None
-    with pytest.raises(DivergedError, match="collapsed to determinism in one step"):  # one optimizer step: diverged
-        guard.check_collapse(Sure(), batch, live, UpdateStats(**exploring, losses=[torch.tensor(0.0)]), step=0)
-
-
-def test_a_policy_mostly_sure_of_its_actions_may_become_sure_in_one_step():
-    # 4 actions (uniform: log 4 = 1.39 nats): from 0.5 nats, under half of that, a policy has learned
-    # its task; from 0.9 it still explores, and falling to 0 in one optimizer step is a collapse
-    import torch
-    from torch import nn
 
     from grpo_seq.loop.config import LoopConfig
     from grpo_seq.loop.guards import WeightGuard
@@ -123,22 +95,40 @@ def test_a_policy_mostly_sure_of_its_actions_may_become_sure_in_one_step():
     from grpo_seq.math.batch import RolloutBatch
     from grpo_seq.policies.mlp import CategoricalMLPPolicy
 
-    class Sure(CategoricalMLPPolicy):  # every action certain: entropy 0 at every token
+    class Sure(CategoricalMLPPolicy):
         def forward(self, batch, with_entropy=False):
             return torch.zeros(batch.tokens.shape), torch.zeros(batch.tokens.shape)
 
-    policy = Sure(obs_dim=1, num_actions=4)
-    assert policy.uniform_entropy == pytest.approx(math.log(4))
-    assert Sure(obs_dim=1, num_actions=6, action_nvec=[2, 3]).uniform_entropy == pytest.approx(math.log(6) / 2)
+    policy = Sure(obs_dim=1, num_actions=num_actions)
     batch = RolloutBatch(context=torch.zeros(4, 8, 1), tokens=torch.zeros(4, 8, dtype=torch.long),
                          mask=torch.ones(4, 8, dtype=torch.bool), group=torch.zeros(4, dtype=torch.long),
                          num_generations=4, rewards=torch.arange(4.0))
-    live, one_step = torch.ones(4, dtype=torch.bool), dict(losses=[torch.tensor(0.0)], tokens=torch.tensor(32.0))
+    stats = UpdateStats(token_sums={"entropy": torch.tensor(entropy_before * 32)}, tokens=torch.tensor(32.0),
+                        losses=[torch.tensor(0.0)] * optimizer_steps)
     guard = WeightGuard(LoopConfig(), list(policy.parameters()), None)
-    guard.check_collapse(policy, batch, live, UpdateStats(token_sums={"entropy": torch.tensor(0.5 * 32)}, **one_step), 0)
+    guard.check_collapse(policy, batch, torch.ones(4, dtype=torch.bool), stats, 0)
     assert guard.diverged_at is None
+
+
+def test_a_step_of_many_optimizer_steps_may_leave_a_policy_sure_of_its_actions():
+    # the Stable-Baselines3 door's step is n_epochs passes of minibatches, hundreds of optimizer steps:
+    # a policy that learns its task within one such step is sure of its actions, not diverged
+    check_collapse_to_certainty(0.9, optimizer_steps=320)
+    with pytest.raises(DivergedError, match="collapsed to determinism in one step"):  # one optimizer step: diverged
+        check_collapse_to_certainty(0.9, optimizer_steps=1)
+
+
+def test_a_policy_mostly_sure_of_its_actions_may_become_sure_in_one_step():
+    # 4 actions (uniform: log 4 = 1.39 nats): from 0.5 nats, under half of that, a policy has learned
+    # its task; from 0.9 it still explores, and falling to 0 in one optimizer step is a collapse
+    from grpo_seq.policies.mlp import CategoricalMLPPolicy
+
+    assert CategoricalMLPPolicy(obs_dim=1, num_actions=4).uniform_entropy == pytest.approx(math.log(4))
+    factored = CategoricalMLPPolicy(obs_dim=1, num_actions=6, action_nvec=[2, 3])
+    assert factored.uniform_entropy == pytest.approx(math.log(6) / 2)
+    check_collapse_to_certainty(0.5, optimizer_steps=1)
     with pytest.raises(DivergedError, match="entropy fell from 0.9 to 0 nats"):
-        guard.check_collapse(policy, batch, live, UpdateStats(token_sums={"entropy": torch.tensor(0.9 * 32)}, **one_step), 0)
+        check_collapse_to_certainty(0.9, optimizer_steps=1)
 
 
 def test_divergence_later_in_a_run_keeps_the_last_sane_checkpoint(run_main, cartpole, tmp_path, monkeypatch):
