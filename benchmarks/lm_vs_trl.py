@@ -89,7 +89,7 @@ def first_rows(data: Path, n: int, out: Path) -> Path:
 # -- the two workers ----------------------------------------------------------------------------
 
 def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path,
-             skip_zero_advantage: bool = True) -> dict:
+             skip_zero_advantage: bool = True, extra: tuple[str, ...] = ()) -> dict:
     cmd = [
         sys.executable, str(ROOT / "recipes/gsm8k_tiny.py"), "--model", str(model), "--dataset", str(data),
         "--output_dir", str(out), "--max_steps", str(a.steps), "--num_groups", str(a.prompts_per_step),
@@ -98,7 +98,8 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "--loss_type", "grpo", "--scale_rewards", "true", "--mu", "1", "--epsilon", "0.2",
         "--lr_schedule", "constant", "--max_grad_norm", "1.0", "--shuffle_prompts", "false",
         "--gradient_checkpointing", str(a.gradient_checkpointing).lower(), "--log_completions_every", "0",
-        "--seed", str(a.seed), "--use_cpu", "true", "--skip_zero_advantage", str(skip_zero_advantage).lower(),
+        "--seed", str(a.seed), "--use_cpu", str(device_of(a) == "cpu").lower(),
+        "--skip_zero_advantage", str(skip_zero_advantage).lower(), *extra,
     ]
     env = {**os.environ, "TQDM_DISABLE": "1", "ACCELERATE_MIXED_PRECISION": "bf16" if precision == "bf16" else "no"}
     proc = record.run(cmd, env=env, capture_output=True, text=True)
@@ -114,8 +115,15 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "kl": [r["policy/kl"] for r in rows],
         "zero_std_groups": [r["reward/zero_std_groups"] for r in rows],
         "trained_fraction": [r["perf/trained_fraction"] for r in rows],
+        "generate_seconds": [r["perf/sample_seconds"] for r in rows],
         "peak_rss_gib": summary["peak_rss_gib"],
+        "peak_gpu_gib": summary.get("peak_gpu_gib"),
     }
+
+
+def device_of(a: argparse.Namespace) -> str:
+    """``cpu`` or ``gpu`` (gpu_step.py's runs); this file's own runs are on the CPU."""
+    return getattr(a, "device", "cpu")
 
 
 def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbacks: list | None = None,
@@ -140,7 +148,7 @@ def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbac
         learning_rate=a.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
         max_grad_norm=1.0, beta=a.beta, loss_type="grpo", scale_rewards="group", num_iterations=1, epsilon=0.2,
         use_bias_correction_kl=False,  # TRL's default multiplies the KL term by the ratio: another gradient
-        bf16=a.precision == "bf16", fp16=False, use_cpu=True, gradient_checkpointing=a.gradient_checkpointing,
+        bf16=a.precision == "bf16", fp16=False, use_cpu=device_of(a) == "cpu", gradient_checkpointing=a.gradient_checkpointing,
         disable_dropout=True, shuffle_dataset=False, logging_steps=1, report_to="none", save_strategy="no",
         log_completions=False, dataloader_num_workers=0,
     )
@@ -152,6 +160,7 @@ def trl_trainer(a: argparse.Namespace, reward_funcs: list | None = None, callbac
 
 def trl_worker(a: argparse.Namespace) -> None:
     """One TRL GRPOTrainer run; prints its figures as one JSON line."""
+    import torch
     from transformers import TrainerCallback
 
     G = a.num_generations
@@ -174,7 +183,9 @@ def trl_worker(a: argparse.Namespace) -> None:
                 self.logs.append(dict(logs))
 
     rec = Record()
-    trl_trainer(a, callbacks=[rec]).train()
+    trainer = trl_trainer(a, callbacks=[rec])
+    generate_seconds = timed(trainer, "_generate")
+    trainer.train()
     seconds = [t1 - t0 for t0, t1 in zip(rec.marks, rec.marks[1:])]
     print(json.dumps({
         "step_seconds": seconds,
@@ -182,13 +193,36 @@ def trl_worker(a: argparse.Namespace) -> None:
         "reward": [lg["reward"] for lg in rec.logs],
         "kl": [lg.get("kl", 0.0) for lg in rec.logs],
         "zero_std_groups": [lg["frac_reward_zero_std"] for lg in rec.logs],
+        "generate_seconds": generate_seconds,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_initialized() else None,
     }))
+
+
+def timed(obj: object, name: str) -> list[float]:
+    """Wrap ``obj.name`` so that each call's wall seconds (the GPU's work finished) are appended to
+    the returned list: TRL's generation, as ours logs ``perf/sample_seconds``."""
+    import torch
+
+    inner, seconds = getattr(obj, name), []
+
+    def wrapper(*args, **kwargs):
+        sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
+        sync()
+        t0 = time.perf_counter()
+        out = inner(*args, **kwargs)
+        sync()
+        seconds.append(time.perf_counter() - t0)
+        return out
+
+    setattr(obj, name, wrapper)
+    return seconds
 
 
 def run_trl(a: argparse.Namespace, model: Path, data: Path, precision: str, beta: float, out: Path) -> dict:
     cmd = [sys.executable, __file__, "--worker", "trl", "--model", str(model), "--data", str(data),
-           "--worker_out", str(out), "--precision", precision, "--beta", str(beta), *shared_flags(a)]
+           "--worker_out", str(out), "--precision", precision, "--beta", str(beta), "--device", device_of(a),
+           *shared_flags(a)]
     proc = record.run(cmd, env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"TRL run failed:\n{proc.stderr[-3000:]}")
@@ -397,6 +431,7 @@ def main() -> None:
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--beta", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--combine", type=Path, nargs="+", default=None,
                     help="Merge the runs of these --out files (same settings, other seeds) into --out; runs nothing.")
     a = ap.parse_args()

@@ -523,6 +523,8 @@ def _summary(lm: LMRun, history: list[dict], seconds: float) -> dict:
         "completion_tokens": trainer.tokens_sampled,
         "completion_tokens_per_second": trainer.tokens_sampled / seconds,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_gpu_gib": (torch.cuda.max_memory_allocated() / 2**30
+                         if torch.cuda.is_available() and torch.cuda.is_initialized() else None),
         **{f"{label[key]}_first_{k}_steps": mean_of(key, history[:k]) for key in keys},
         **{f"{label[key]}_last_{k}_steps": mean_of(key, history[-k:]) for key in keys},
         "num_processes": lm.accelerator.num_processes,
