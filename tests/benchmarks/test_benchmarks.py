@@ -631,3 +631,22 @@ def test_ppo_heads_bins_arm_drops_gsde_takes_our_bins_and_steps_the_env_with_eac
     env.reset(seed=3)
     for step in range(5):
         assert env.step(np.array([4, step]))[0].tolist() == [1.0, -1.0 + 0.5 * step]
+
+
+def test_gpu_step_figures_skip_the_warm_up_step_and_give_the_updates_mfu():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import argparse
+
+    import gpu_step
+
+    run = {"step_seconds": [10.0, 4.0, 6.0], "generate_seconds": [9.0, 3.0, 4.0],
+           "completion_tokens": [100.0, 200.0, 300.0], "peak_gpu_gib": 2.5}
+    f = gpu_step.figures(run, argparse.Namespace(peak_tflops=1e-12), params=10, prompt_tokens=50.0)
+    # the first step is the warm-up: steps (4, 6), generation (3, 4), updates (1, 2)
+    assert f["step_seconds"] == 5.0 and f["generate_seconds"] == 3.5 and f["update_seconds"] == 1.5
+    assert f["generate_share"] == pytest.approx((3 / 4 + 4 / 6) / 2)
+    assert f["completion_tokens_per_second"] == 50.0  # 200 / 4 and 300 / 6
+    assert f["generated_tokens_per_second"] == pytest.approx((200 / 3 + 300 / 4) / 2)
+    # 6 N T / (t_update x peak), T = completion + prompt tokens, a peak of 1 FLOP/s: 6*10*250/1, 6*10*350/2
+    assert f["update_mfu"] == pytest.approx((15000 + 10500) / 2)
+    assert f["peak_gpu_gib"] == 2.5
