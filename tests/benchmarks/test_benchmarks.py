@@ -650,3 +650,20 @@ def test_gpu_step_figures_skip_the_warm_up_step_and_give_the_updates_mfu():
     # 6 N T / (t_update x peak), T = completion + prompt tokens, a peak of 1 FLOP/s: 6*10*250/1, 6*10*350/2
     assert f["update_mfu"] == pytest.approx((15000 + 10500) / 2)
     assert f["peak_gpu_gib"] == 2.5
+
+
+def test_a_sweep_question_mixing_short_and_whole_runs_gives_every_row_each_column():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+
+    def entry(seeds, later):
+        return {"config": {"env_id": "Pendulum-v1", "mu": 10},
+                "rows": [{"seed": s, "solved_env_steps": 1000, "later_evals": later, "threshold": -200} for s in seeds]}
+
+    short, whole = entry([1, 2, 3], [-150.0]), entry([4, 5, 6], [-150.0, -250.0, -180.0, -300.0])
+    head, rows = report.sweep_table([short, whole])
+    assert head[5:] == ["stayed solved after solving", "seeds falling", "final evaluation below the threshold"]
+    assert rows[0][0].endswith("(seeds 1-3)") and rows[1][0].endswith("(seeds 4-6)")  # one config, two sweeps
+    assert rows[0][5:] == ["3 of 3", "-", "-"]
+    # whole runs: 3 of 5 evaluations (the solving one counted) at -200 or more, under 80%: all three fall
+    assert rows[1][5:] == ["-", "3 (lowest 60%)", 3]

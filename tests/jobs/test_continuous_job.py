@@ -35,7 +35,7 @@ def test_an_env_without_a_threshold_trains_its_whole_budget_unsolved(tmp_path):
     # Pendulum registers no reward_threshold: without --solved_return nothing counts as solved,
     # the evaluations still run and the budget is spent
     spec = EnvJob(env_id="Pendulum-v1", total_env_steps=1_600, eval_every=800, stop_after_solved=1,
-                  output_dir=str(tmp_path / "run"), seed=0)
+                  num_groups=1, output_dir=str(tmp_path / "run"), seed=0)  # a group per step: two evaluations
     summary = run_env_job(spec)
     assert summary["solved"] is False and summary["solved_env_steps"] is None
     assert summary["env_steps"] >= 1_600 and summary["final_eval_return"] < 0
