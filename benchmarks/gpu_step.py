@@ -2,8 +2,13 @@
 
     python benchmarks/gpu_step.py --tokenizer DIR --data prompts.jsonl --out benchmarks/results/gpu_step/result.json
 
-Needs a CUDA GPU, TRL and datasets (the device machine gets their wheels carried; see
-docs/benchmarks.md's section for the one command that ran there).
+Needs a CUDA GPU, TRL and datasets. On a machine without them, carry their wheels (for its
+Python: trl, datasets, dill, multiprocess, gymnasium, farama-notifications) in a folder, with
+SmolLM2's config and tokenizer files (``--tokenizer``) and the first 24 GSM8K rows (``--data``), and
+install them first:
+
+    pip install --no-index --no-deps --target /tmp/site WHEELS/*.whl && export PYTHONPATH=/tmp/site:$PWD
+    python benchmarks/gpu_step.py --tokenizer TOK --data prompts.jsonl --out result.json
 
 The models, each with random weights (the time a step takes does not depend on the weights'
 values; a random model seldom ends a completion, so every completion runs to the length cap, the
