@@ -120,6 +120,8 @@ def main() -> None:
                     help="cpu: a check of this script itself, with small --max_completion_length and batches")
     ap.add_argument("--out", type=Path, default=record.default_out("gpu_step"))
     a = ap.parse_args()
+    if a.model:
+        ap.error("--model: this benchmark builds its own random-weight models (--models names them)")
     a.gradient_checkpointing, a.seed = False, 0
     import torch
 
