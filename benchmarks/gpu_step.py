@@ -126,7 +126,7 @@ def main() -> None:
     import torch
 
     if a.device == "gpu" and not torch.cuda.is_available():
-        sys.exit("error: --device gpu: no CUDA GPU here")
+        ap.error("--device gpu: no CUDA GPU here (--device cpu checks this script on the CPU)")
     result = {"meta": record.meta(), "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
               "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
