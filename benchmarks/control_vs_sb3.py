@@ -453,10 +453,11 @@ def main() -> None:
             rows.append(r)
             write(args, rows, thresholds, every, seeds_of)  # after every run: a suite cut short keeps what it measured
     summary = {e: summarise(rows, e) for e in args.envs}
-    for e, s in summary.items():
-        print(f"{e}: ours {s['ours']['solved']}/{s['ours']['runs']} solved, SB3 {s['sb3']['solved']}/{s['sb3']['runs']}; "
-              f"median seconds ours/SB3 {fmt(s['ratio_solved_seconds'], '.3f')}, env steps "
-              f"{fmt(s['ratio_solved_env_steps'], '.3f')}")
+    for e, s in summary.items():  # a system not run yet for an env (--systems ours on a new env): no runs
+        ours, sb3 = (s.get(k, {"solved": None, "runs": 0}) for k in SYSTEMS)
+        print(f"{e}: ours {ours['solved']}/{ours['runs']} solved, SB3 {sb3['solved']}/{sb3['runs']}; "
+              f"median seconds ours/SB3 {fmt(s.get('ratio_solved_seconds'), '.3f')}, env steps "
+              f"{fmt(s.get('ratio_solved_env_steps'), '.3f')}")
     print(f"{time.perf_counter() - t0:.0f} s in all")
 
 
