@@ -4,6 +4,7 @@ import no other door, the page's diagram is the import graph, and every function
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -64,12 +65,19 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
             for stmt in block.body for n in ast.walk(stmt)}
 
 
-def import_edges() -> set[tuple[str, str]]:
+@functools.cache
+def tree_of(module: str) -> ast.Module:
+    """The module's syntax tree, parsed once for every check here."""
+    return ast.parse(MODULES[module].read_text())
+
+
+@functools.cache
+def import_edges() -> frozenset[tuple[str, str]]:
     """Every (importer, imported) pair of grpo_seq modules that runs, lazy imports inside functions
     included, type-checking-only imports not."""
     edges = set()
-    for module, path in MODULES.items():
-        tree = ast.parse(path.read_text())
+    for module in MODULES:
+        tree = tree_of(module)
         skip = _type_checking_only(tree)
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip:
@@ -77,7 +85,7 @@ def import_edges() -> set[tuple[str, str]]:
                     while target not in MODULES and "." in target:
                         target = target.rsplit(".", 1)[0]
                     edges.add((module, target))
-    return edges
+    return frozenset(edges)
 
 
 def layer_edges() -> set[tuple[str, str]]:
@@ -133,8 +141,8 @@ def test_the_architecture_page_draws_the_import_graph():
 
 def test_no_function_is_longer_than_a_screen():
     long = []
-    for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+    for module in MODULES:
+        for node in ast.walk(tree_of(module)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:

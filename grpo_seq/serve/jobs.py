@@ -41,6 +41,22 @@ def warm_up() -> None:
     forkserver.ensure_running()
 
 
+def stop_fork_server() -> None:
+    """End the fork server with the service. Left alone, it would go on with its imports (seconds)
+    after the service exits, an orphan holding the service's stdout open. Its jobs are stopped
+    first (:meth:`JobManager.close`); it keeps no state of its own."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # multiprocessing has no public handle
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
 def _error_line(log: Path) -> str:
     """The job's ``error: ...`` line, else the last line it wrote (a traceback's last line)."""
     try:
@@ -179,3 +195,4 @@ class JobManager:
             proc.join(timeout=60)
             if proc.is_alive():
                 proc.kill()
+        stop_fork_server()

@@ -255,8 +255,8 @@ def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
         pytest.skip("the soak reads VmRSS from /proc (Linux)")
     out = tmp_path / "soak.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1"}
-    res = forkrun.run([sys.executable, "benchmarks/soak.py", "--runs", "cartpole", "--minutes", "0.1", "--interval",
-                          "0.2", "--workdir", str(tmp_path / "work"), "--out", str(out)],
+    res = forkrun.run([sys.executable, "benchmarks/soak.py", "--runs", "cartpole", "--minutes", "0.05", "--interval",
+                          "0.1", "--workdir", str(tmp_path / "work"), "--out", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     (run,) = json.loads(out.read_text())["runs"]

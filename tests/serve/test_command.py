@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import forkrun  # tests/forkrun.py: a command that ends at once runs forked from a warm process
 from conftest import ROOT, free_port, httpx, wait_for
@@ -43,12 +44,28 @@ def test_without_a_token_set_one_is_generated_and_printed_once(tmp_path):
                               str(tmp_path / "store")], env=ENV, capture_output=True, text=True, timeout=120)
         assert second.returncode == 2 and len(second.stderr.strip().splitlines()) == 1, second.stderr
         assert f"is in use by another service (process {proc.pid}, " in second.stderr and "--store" in second.stderr
+        servers = fork_servers_of(proc.pid)
     finally:
         proc.terminate()
         rest = proc.communicate(timeout=60)[0]
+    # the fork server its jobs start from ends with it (else an orphan, still importing, holds its stdout)
+    assert servers and not [pid for pid in servers if Path(f"/proc/{pid}").exists()]
     assert token not in rest  # printed once
     assert not (tmp_path / "store" / ".lock").exists()  # released on the way out
     assert proc.returncode in (0, -15) and "Traceback" not in rest, rest  # uvicorn re-raises the SIGTERM it handled
+
+
+def fork_servers_of(pid: int) -> list[int]:
+    """The fork servers that process ``pid`` started (its children running multiprocessing.forkserver)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if parent == pid and b"multiprocessing.forkserver" in (stat.parent / "cmdline").read_bytes():
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
 
 
 def _answers(client) -> bool:
