@@ -41,20 +41,23 @@ def warm_up() -> None:
     forkserver.ensure_running()
 
 
-def stop_fork_server() -> None:
-    """End the fork server with the service. Left alone, it would go on with its imports (seconds)
-    after the service exits, an orphan holding the service's stdout open. Its jobs are stopped
-    first (:meth:`JobManager.close`); it keeps no state of its own."""
+def stop_fork_server(server: Any = None) -> None:
+    """End the fork server (``server``, default multiprocessing's own) with the service. Left alone,
+    it would go on with its imports (seconds) after the service exits, an orphan holding the
+    service's stdout open. Its jobs are stopped first (:meth:`JobManager.close`); it keeps no state
+    of its own. Killed, then stopped as multiprocessing stops it (its pipe closed, the process
+    reaped, its socket removed), so that a later job in this process starts a new one."""
     from multiprocessing import forkserver
 
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # multiprocessing has no public handle
+    server = server or forkserver._forkserver  # multiprocessing has no public handle
+    pid = getattr(server, "_forkserver_pid", None)
     if not pid:
         return
     try:
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
+    except ProcessLookupError:
         pass
+    server._stop()
 
 
 def _error_line(log: Path) -> str:

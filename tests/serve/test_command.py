@@ -90,3 +90,19 @@ def test_a_token_that_cannot_protect_or_cannot_match_is_refused():
             resolve_token(host, {"GRPO_SEQ_API_TOKEN": token})
     assert resolve_token("127.0.0.1", {"GRPO_SEQ_API_TOKEN": "a"}) == ("a", False)  # this machine only: the user's call
     assert resolve_token("0.0.0.0", {"GRPO_SEQ_API_TOKEN": "x" * MIN_TOKEN_CHARS}) == ("x" * MIN_TOKEN_CHARS, False)
+
+
+def test_a_stopped_fork_server_is_gone_and_its_owner_starts_a_new_one():
+    from multiprocessing import forkserver
+
+    from grpo_seq.serve.jobs import stop_fork_server
+
+    server = forkserver.ForkServer()  # this process's own, not the one the suite's programs fork from
+    server.ensure_running()
+    first = server._forkserver_pid
+    stop_fork_server(server)
+    assert not Path(f"/proc/{first}").exists() or not Path("/proc/self/stat").exists()
+    server.ensure_running()  # the service's next job, had it one: a new server, not an error
+    assert server._forkserver_pid not in (None, first)
+    stop_fork_server(server)
+    stop_fork_server(server)  # none running: nothing to do
