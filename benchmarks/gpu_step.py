@@ -91,6 +91,9 @@ def figures(run: dict, a: argparse.Namespace, params: int, prompt_tokens: float)
         "generated_tokens_per_second": statistics.median(t / g for t, g in zip(toks, gens)),
         "peak_gpu_gib": run.get("peak_gpu_gib"),
         "update_mfu": statistics.median(6 * params * t / (u * a.peak_tflops * 1e12) for t, u in zip(batch_tokens, update)),
+        # grpo-seq's update, phase by phase (its trainer times each with the GPU synchronised)
+        **{f"{phase}_seconds": statistics.median(run[f"{phase}_seconds"][k:]) for phase in ("score", "backward", "optimizer")
+           if None not in run.get(f"{phase}_seconds", [None])},
     }
 
 
@@ -118,6 +121,11 @@ def main() -> None:
     ap.add_argument("--peak_tflops", type=float, default=989.0, help="The GPU's dense bf16 peak, for the MFU.")
     ap.add_argument("--device", choices=["gpu", "cpu"], default="gpu",
                     help="cpu: a check of this script itself, with small --max_completion_length and batches")
+    ap.add_argument("--systems", nargs="+", default=SYSTEMS, choices=SYSTEMS,
+                    help="Run only these; with --keep_from, the others' runs come from that record.")
+    ap.add_argument("--keep_from", type=Path,
+                    help="An earlier record of this benchmark whose runs of the systems not run now are kept "
+                         "(each run keeps the meta of the call that measured it).")
     ap.add_argument("--out", type=Path, default=record.default_out("gpu_step"))
     a = ap.parse_args()
     if a.model:
@@ -127,8 +135,10 @@ def main() -> None:
 
     if a.device == "gpu" and not torch.cuda.is_available():
         ap.error("--device gpu: no CUDA GPU here (--device cpu checks this script on the CPU)")
-    result = {"meta": record.meta(), "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+    meta = record.meta()
+    result = {"meta": meta, "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
               "models": {}}
+    kept = json.loads(a.keep_from.read_text()) if a.keep_from else None
     with tempfile.TemporaryDirectory() as tmp:
         data = lm_vs_trl.first_rows(a.data, a.steps * a.prompts_per_step, Path(tmp) / "prompts.jsonl")
         prompt_tokens = prompt_token_count(a.tokenizer, data, a)
@@ -136,19 +146,26 @@ def main() -> None:
             folder, params = random_model(name, a.tokenizer, Path(tmp))
             entry = result["models"][name] = {"parameters": params, "runs": {}}
             for system in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
+                if system not in a.systems:
+                    earlier = kept["models"][name]["runs"][system] if kept else None
+                    if earlier is not None:
+                        entry["runs"][system] = {"meta": kept["meta"], **earlier}
+                    continue
                 runner = lm_vs_trl.run_trl if system == "trl" else lm_vs_trl.run_ours
                 kw = {} if system == "trl" else {"skip_zero_advantage": False, "extra": OURS_AS_TRL}
                 run = runner(a, folder, data, "bf16", 0.0, Path(tmp) / f"{name}_{system}", **kw)
-                entry["runs"][system] = {**run, **figures(run, a, params, prompt_tokens)}
+                entry["runs"][system] = {"meta": meta, **run, **figures(run, a, params, prompt_tokens)}
                 f = entry["runs"][system]
                 print(f"{name} {system}: {f['step_seconds']:.2f} s/step, generation {f['generate_share']:.0%} "
                       f"({f['generated_tokens_per_second']:.0f} tok/s), peak {f['peak_gpu_gib'] or 0:.2f} GiB, "
                       f"update MFU {f['update_mfu']:.1%}", flush=True)
                 record.prepare(a.out).write_text(json.dumps(result, indent=2))
+            if len(entry["runs"]) < 2:
+                continue
             ours, trl = entry["runs"][lm_vs_trl.NO_SKIP], entry["runs"]["trl"]
             entry["ratios"] = {"step_seconds": ours["step_seconds"] / trl["step_seconds"],
                                "generated_tokens_per_second": ours["generated_tokens_per_second"] / trl["generated_tokens_per_second"],
-                               "peak_gpu_gib": ours["peak_gpu_gib"] / trl["peak_gpu_gib"] if trl["peak_gpu_gib"] else None}
+                               "peak_gpu_gib": ours["peak_gpu_gib"] / trl["peak_gpu_gib"] if ours["peak_gpu_gib"] and trl["peak_gpu_gib"] else None}
             print(f"{name}: grpo-seq / TRL step time {entry['ratios']['step_seconds']:.2f}, generation speed "
                   f"{entry['ratios']['generated_tokens_per_second']:.2f}x, peak memory {entry['ratios']['peak_gpu_gib']}")
             record.prepare(a.out).write_text(json.dumps(result, indent=2))

@@ -116,6 +116,8 @@ def run_ours(a: argparse.Namespace, model: Path, data: Path, precision: str, bet
         "zero_std_groups": [r["reward/zero_std_groups"] for r in rows],
         "trained_fraction": [r["perf/trained_fraction"] for r in rows],
         "generate_seconds": [r["perf/sample_seconds"] for r in rows],
+        # the rest of the step: old log-probs, forward and backward, the optimizer
+        **{f"{phase}_seconds": [r.get(f"perf/{phase}_seconds") for r in rows] for phase in ("score", "backward", "optimizer")},
         "peak_rss_gib": summary["peak_rss_gib"],
         "peak_gpu_gib": summary.get("peak_gpu_gib"),
     }
