@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from .cache import preallocated_cache
 from .decode_step import LlamaDecodeStep, fast_step_unsupported
+from .static_step import StaticDecodeStep
 from .support import cache_kwargs, unwrap_peft
 
 __all__ = ["process_logits", "sample_tokens"]
@@ -106,7 +107,7 @@ class _Run:
     cache: object
     logits: Tensor  # (rows decoding, V): the next token's
     mask: Tensor | None  # over prompt + completion; None without prompt padding
-    step: LlamaDecodeStep | None  # the direct step, or None for the model's forward
+    step: LlamaDecodeStep | StaticDecodeStep | None  # the direct step, or None for the model's forward
     position: Tensor  # of the next token, per row decoding
     sequences: Tensor
     logprobs: Tensor | None
@@ -135,8 +136,9 @@ def _prefill(decoder: nn.Module, input_ids: Tensor, pm: Tensor, G: int, total: i
 
 
 def _start(decoder: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, G: int, opts: _Options,
-           fast_step: bool, output_logprobs: bool) -> _Run:
-    """Set-up: prefill, the masks, the direct step where the model allows it, the output buffers."""
+           fast_step: bool, static_step: bool | None, output_logprobs: bool) -> _Run:
+    """Set-up: prefill, the masks, the direct step where the model allows it (over fixed
+    buffers, replayed as a CUDA graph, where ``static_step`` asks), the output buffers."""
     device = input_ids.device
     B0, P = input_ids.shape
     pm = (attention_mask if attention_mask is not None else torch.ones_like(input_ids)).long()
@@ -149,6 +151,8 @@ def _start(decoder: nn.Module, input_ids: Tensor, attention_mask: Tensor | None,
     step = LlamaDecodeStep(decoder, total, rows=N) if fast_step and fast_step_unsupported(decoder) is None else None
     if step is not None and mask is not None:  # additive, as the direct step adds it to the scores
         mask = torch.zeros(mask.shape, device=device).masked_fill_(mask == 0, float("-inf"))[:, None, None]
+    if step is not None and (device.type == "cuda" if static_step is None else static_step):
+        step, mask = StaticDecodeStep(step, cache, mask, graph=device.type == "cuda"), None
     sequences = torch.full((N, total), opts.pad, dtype=input_ids.dtype, device=device)
     sequences[:, :P] = input_ids.repeat_interleave(G, 0)
     return _Run(
@@ -196,7 +200,9 @@ def _drop_finished(run: _Run) -> None:
 def _advance(run: _Run, decoder: nn.Module, t: int) -> None:
     """Feed step ``t``'s tokens through the model: the next logits, the cache one position longer."""
     step_mask = run.mask[..., : run.P + t + 1] if run.mask is not None else None
-    if run.step is not None:
+    if isinstance(run.step, StaticDecodeStep):
+        run.logits = run.step(run.token, run.position, run.P + t)
+    elif run.step is not None:
         run.logits = run.step(run.token, run.position, run.cache, step_mask)
     else:
         run.logits = decoder(
@@ -215,7 +221,7 @@ def _decode(run: _Run, decoder: nn.Module, opts: _Options, generator: torch.Gene
             on_token(t + 1)
         if finished or t + 1 == opts.max_new_tokens:
             break
-        if min_rows_to_drop and run.ended_since_drop >= min_rows_to_drop:
+        if min_rows_to_drop and run.ended_since_drop >= min_rows_to_drop and not isinstance(run.step, StaticDecodeStep):
             _drop_finished(run)
         _advance(run, decoder, t)
 
@@ -236,6 +242,7 @@ def sample_tokens(
     generator: torch.Generator | None = None,
     min_rows_to_drop: int = 2,
     fast_step: bool = True,
+    static_step: bool | None = None,
     output_logprobs: bool = False,
     use_cache: bool | None = True,
     num_beams: int | None = 1,
@@ -255,6 +262,9 @@ def sample_tokens(
     ended since the last drop (their cache rows are cut out); 0 never drops.
     ``fast_step``: decode Llama-style models with :class:`LlamaDecodeStep` rather than their
     forward (the prompt always goes through the forward).
+    ``static_step``: decode with that step over fixed buffers (:class:`StaticDecodeStep`),
+    captured once and replayed per token as a CUDA graph on a GPU, eagerly elsewhere; ended
+    rows then stay in the batch. None: on a CUDA device only.
     ``output_logprobs``: also return ``(B * G, steps)`` log-probabilities of the chosen tokens
     under the processed distribution (temperature, top-k, top-p), 0 after EOS.
     ``on_token(t)``: called after each of the ``t`` new positions is chosen (a progress report).
@@ -268,7 +278,7 @@ def sample_tokens(
         top_k=top_k, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
     )
     decoder = unwrap_peft(model)
-    run = _start(decoder, input_ids, attention_mask, num_return_sequences, opts, fast_step, output_logprobs)
+    run = _start(decoder, input_ids, attention_mask, num_return_sequences, opts, fast_step, static_step, output_logprobs)
     _decode(run, decoder, opts, generator, min_rows_to_drop, on_token)
     sequences = run.sequences[:, : run.P + run.steps]
     if run.logprobs is not None:

@@ -14,7 +14,7 @@ __all__ = ["SUPPORTED_KWARGS", "cache_kwargs", "output_cache", "unwrap_peft", "u
 # logits processors or stopping criteria, streamers, ...) sends the call to model.generate.
 SUPPORTED_KWARGS = frozenset({
     "max_new_tokens", "eos_token_id", "pad_token_id", "do_sample", "temperature", "top_p", "top_k",
-    "use_cache", "num_beams", "generator", "min_rows_to_drop", "fast_step",
+    "use_cache", "num_beams", "generator", "min_rows_to_drop", "fast_step", "static_step",
 })
 
 

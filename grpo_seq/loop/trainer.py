@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from ..io import checkpoint as ckpt
 from ..math.advantages import compute_advantages, shared_advantages
 from ..math.batch import RolloutBatch
+from .clock import device_clock
 from .config import LoopConfig
 from .diagnostics import SignalWatch
 from .dynamic_sampling import concat_groups, fill_informative
@@ -164,19 +165,20 @@ class GRPOLoop:
         Returns the step's metrics (averaged over processes), also appended to metrics.jsonl.
         """
         self.start_run()
-        t0 = time.perf_counter()
+        device = self.accelerator.device
+        t0 = device_clock(device)
         batch = self._collect()
-        t_sample = time.perf_counter() - t0
+        t_sample = device_clock(device) - t0
         self.scoring.score_ref(self.policy, batch)
         batch.advantages = self.scoring.advantages(self.policy, batch, getattr(self.score_fn, "weights", None))
         train = self._for_loss(self._with_extra_sequences(batch))
         live = self._rows_with_gradient(train)
         self.scoring.score_old(self.policy, train, live)
-        t_scored = time.perf_counter()
+        t_scored = device_clock(device)
         self.last_batch = batch
         lr = self.update.set_lr(progress, learning_rate)
         stats = self.update.run(train, live, self.step_count, epsilon)
-        t_updated = time.perf_counter()
+        t_updated = device_clock(device)
         self.guard.check_collapse(self.policy, train, live, stats, self.step_count)
         self.step_count += 1
         self.scoring.sync_reference(self.policy, self.step_count)

@@ -16,6 +16,7 @@ from accelerate.utils import DistributedType
 from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
+from .clock import device_clock
 from .config import LoopConfig
 from .entropy_control import EntropyControl
 from ..math.objective import REDUCTIONS, LossVariant, aggregate, grpo_loss, importance_weights, sampler_log_ratio, sampler_mismatch_stats
@@ -277,7 +278,7 @@ class PolicyUpdate:
         if finite:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        self.optimizer_seconds += time.perf_counter() - t0
+        self.optimizer_seconds += device_clock(self.accelerator.device) - t0
         self.guard.count_nonfinite(finite, self.step)
         if watch:
             self.guard.check_divergence(norm_before, self.step)

@@ -17,7 +17,10 @@ from torch import Tensor
 
 __all__ = ["head_logprobs"]
 
-_CHUNK_BYTES = 1 << 20  # rows of float32 logits visited at once: well inside a core's L2
+# Bytes of float32 logits visited at once. On a CPU, well inside a core's L2. On a GPU each
+# chunk costs a handful of kernel launches whatever its size, and the launches of L2-sized
+# chunks (a few rows of a large vocabulary) would outlast the arithmetic many times over.
+_CHUNK_BYTES = {"cpu": 1 << 20, "other": 1 << 28}
 
 
 class _HeadLogProbs(torch.autograd.Function):
@@ -30,7 +33,7 @@ class _HeadLogProbs(torch.autograd.Function):
         keep = any(ctx.needs_input_grad[:3])
         logp = torch.empty(N, dtype=torch.float32, device=logits.device)
         entropy = torch.empty(N if with_entropy else 0, dtype=torch.float32, device=logits.device)
-        rows = max(1, _CHUNK_BYTES // (4 * V))
+        rows = max(1, _CHUNK_BYTES["cpu" if logits.device.type == "cpu" else "other"] // (4 * V))
         for s in range(0, N, rows):
             chunk = logits[s:s + rows]
             lf = chunk.float()  # a view in float32, a small copy in 16-bit

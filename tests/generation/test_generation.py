@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -104,6 +106,41 @@ def test_dropping_finished_rows_changes_nothing_on_the_sampling_path(tiny):
     a = ours(model, enc, G=4, eos=eos, n=30, do_sample=True, top_k=1, min_rows_to_drop=1)
     b = ours(model, enc, G=4, eos=eos, n=30, do_sample=True, top_k=1, min_rows_to_drop=0)
     assert torch.equal(a, b)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the step replayed as a CUDA graph)")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_the_static_step_decodes_what_generate_decodes(tiny, arch, device):
+    # Full-capacity attention with the unfilled tail masked, rows kept after their EOS: the same
+    # greedy tokens as transformers' generate, the left-padded prompt included. On a GPU the
+    # step is a replayed CUDA graph.
+    model, tok = tiny
+    if arch == "qwen2":
+        model = tiny_qwen2(tok)
+    model = copy.deepcopy(model).to(device)  # the module's fixture stays on the CPU
+    enc = {k: v.to(device) for k, v in prompts(tok).items()}
+    free = ours(model, enc, G=2, eos=[], static_step=False)[:, enc["input_ids"].shape[1]:]
+    eos = [int(free[0, 3]), int(free[2, 6])]  # two rows end mid-way, the others run on
+    ref = hf_greedy(model, enc, G=2, eos=eos)
+    got = ours(model, enc, G=2, eos=eos, static_step=True)
+    assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_the_static_step_samples_what_the_loop_samples(tiny, device):
+    model, tok = tiny
+    model = copy.deepcopy(model).to(device)  # the module's fixture stays on the CPU
+    enc = {k: v.to(device) for k, v in prompts(tok).items()}
+    kw = {"do_sample": True, "temperature": 0.9, "top_p": 0.95, "n": 20, "output_logprobs": True}
+    runs = [ours(model, enc, G=3, eos=[tok.eos_token_id], generator=torch.Generator(device).manual_seed(5),
+                 static_step=static, min_rows_to_drop=0, **kw) for static in (False, True)]
+    (a, lp_a), (b, lp_b) = runs
+    assert torch.equal(a, b)
+    torch.testing.assert_close(lp_a, lp_b, atol=1e-5, rtol=1e-5)
+    assert not torch.equal(a[0], a[1])
 
 
 def test_sampled_logprobs_match_the_policy_scores(tiny):
