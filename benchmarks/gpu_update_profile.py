@@ -5,13 +5,17 @@
 
 The batch is ``gpu_step.py``'s: 8 prompts x G = 8, every completion 512 tokens, bf16 autocast
 over float32 weights. Arms, each timed over --repeats passes after a warm-up pass (forward,
-a sum of the log-probs, backward), with the GPU synchronised:
+a sum of the log-probs, backward), with the GPU synchronised. With ``--vary_prompts`` each pass
+gets a batch of other prompt lengths, as a trainer's steps do (the attention kernels' plans are
+then not reused across passes):
 
 - ``shared``: :class:`grpo_seq.CausalLMPolicy` as the trainer uses it (each prompt run once,
   the fused head);
 - ``full``: the same policy with ``share_prompt=False`` (one pass over prompt + completion);
 - ``plain``: the model's own forward over prompt + completion, its logits' log-softmax and gather
-  (what TRL computes).
+  (what TRL computes);
+- ``shared_no_cudnn``: ``shared`` with scaled-dot-product attention kept off cuDNN's kernels
+  (``torch.nn.attention.sdpa_kernel``), which build a plan per new shape.
 
 Recorded per arm: the median seconds and peak GPU memory of a pass, and the 15 operators that
 took most GPU time (torch.profiler, one pass).
@@ -32,14 +36,14 @@ import gpu_step  # noqa: E402
 import record  # noqa: E402
 
 
-def batch_for(tokenizer: Path, prompts: int, G: int, length: int, vocab: int, device: str):
+def batch_for(prompts: int, G: int, length: int, vocab: int, device: str, seed: int = 0):
     """A GRPO batch: ``prompts`` distinct left-padded prompts of various lengths, G rows each,
     completions of ``length`` random tokens."""
     import torch
 
     from grpo_seq import RolloutBatch
 
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(60, 140, (prompts,), generator=g)
     P = int(lengths.max())
     ids = torch.randint(10, vocab, (prompts, P), generator=g)
@@ -65,28 +69,38 @@ def plain_pass(model, batch):
     return torch.log_softmax(logits, -1).gather(-1, batch.tokens[..., None]).squeeze(-1), None
 
 
-def measure(name: str, fn, model, repeats: int, device: str) -> dict:
+def no_cudnn(policy, batch):
+    """``policy(batch)`` with attention on flash, memory-efficient or plain kernels, not cuDNN's."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        return policy(batch, with_entropy=False)
+
+
+def measure(name: str, fn, model, batches: list, device: str) -> dict:
+    """``fn(batch)`` forward and backward: a warm-up on ``batches[0]``, one timed pass per batch
+    after it, one profiled pass on the last."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    def one() -> float:
+    def one(batch) -> float:
         model.zero_grad(set_to_none=True)
         torch.cuda.synchronize() if device == "cuda" else None
         t0 = time.perf_counter()
         with torch.autocast(device, dtype=torch.bfloat16):
-            logp, _ = fn()
+            logp, _ = fn(batch)
         logp.float().sum().backward()
         torch.cuda.synchronize() if device == "cuda" else None
         return time.perf_counter() - t0
 
-    one()
+    one(batches[0])
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    seconds = [one() for _ in range(repeats)]
+    seconds = [one(b) for b in batches[1:]]
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
-        one()
+        one(batches[-1])
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:15]
     top = [{"op": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count} for e in events]
@@ -104,6 +118,8 @@ def main() -> None:
     ap.add_argument("--num_generations", type=int, default=8)
     ap.add_argument("--length", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vary_prompts", action=argparse.BooleanOptionalAction, default=True,
+                    help="Each pass a batch of other prompt lengths (--no-vary_prompts: the same batch every pass).")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a check of this script")
     ap.add_argument("--out", type=Path, default=record.default_out("gpu_update_profile"))
     a = ap.parse_args()
@@ -118,11 +134,12 @@ def main() -> None:
         for name in a.models:
             folder, _ = gpu_step.random_model(name, a.tokenizer, Path(tmp))
             model = AutoModelForCausalLM.from_pretrained(folder).to(a.device).train()
-            batch = batch_for(a.tokenizer, a.prompts, a.num_generations, a.length, model.config.vocab_size, a.device)
+            batches = [batch_for(a.prompts, a.num_generations, a.length, model.config.vocab_size, a.device,
+                                 seed=k if a.vary_prompts else 0) for k in range(a.repeats + 1)]
             shared, full = CausalLMPolicy(model), CausalLMPolicy(model, share_prompt=False)
-            arms = {"shared": lambda: shared(batch, with_entropy=False), "full": lambda: full(batch, with_entropy=False),
-                    "plain": lambda: plain_pass(model, batch)}
-            result["models"][name] = {arm: measure(f"{name} {arm}", fn, model, a.repeats, a.device)
+            arms = {"shared": lambda b: shared(b, with_entropy=False), "full": lambda b: full(b, with_entropy=False),
+                    "plain": lambda b: plain_pass(model, b), "shared_no_cudnn": lambda b: no_cudnn(shared, b)}
+            result["models"][name] = {arm: measure(f"{name} {arm}", fn, model, batches, a.device)
                                       for arm, fn in arms.items()}
             record.prepare(a.out).write_text(json.dumps(result, indent=2))
             del model, shared, full

@@ -494,6 +494,29 @@ def gpu_step() -> tuple[str, list]:
     return text, headline
 
 
+def gpu_update_profile() -> tuple[str, list]:
+    if not (RESULTS / "gpu_update_profile/result.json").is_file():
+        return "", []
+    d = load("gpu_update_profile/result.json")
+    st = d["settings"]
+    what = {"shared": "grpo-seq's pass (each prompt once, the fused head)", "full": "grpo-seq's pass, share_prompt=False",
+            "plain": "the model's logits, log-softmax, gather (TRL's)",
+            "shared_no_cudnn": "grpo-seq's pass, attention kept off cuDNN"}
+    rows = [[name, what.get(arm, arm), fmt(r["seconds"], ".3f"), fmt(r["peak_gpu_gib"], ".1f"),
+             f"{r['top_ops'][0]['op'][:40]} ({r['top_ops'][0]['ms']:.0f} ms)"]
+            for name, arms in d["models"].items() for arm, r in arms.items()]
+    same = "the same batch every pass" if st.get("vary_prompts") is False or "vary_prompts" not in st else \
+        "a batch of other prompt lengths every pass"
+    text = ("### The forward/backward pass alone\n\n"
+            f"One forward and backward pass over the step's batch ({st['prompts']} prompts x G = {st['num_generations']}, "
+            f"{st['length']} completion tokens, bf16 autocast), outside the trainer: the median of {st['repeats']} passes "
+            f"after a warm-up, {same}; peak GPU memory over those passes, and the operator that took most GPU time "
+            "(torch.profiler). The trainer's own backward phase is in the table above.\n\n"
+            + provenance(d["meta"]) + "\n"
+            + table(["model", "pass", "s a pass", "peak GPU GiB", "most GPU time"], rows))
+    return text, []
+
+
 def lm_default_vs_trl() -> tuple[str, list]:
     """The recipe's default step (its settings, every completion trained as beta > 0 makes it) against TRL's."""
     if not (RESULTS / "lm_default_vs_trl/result.json").is_file():
@@ -1009,7 +1032,7 @@ def sb3_readme_example() -> tuple[str, list]:
 
 def benchmarks_page() -> tuple[str, list]:
     parts, headline = [], []
-    for fn in (cartpole_vs_sb3, control_vs_sb3, workloads_vs_sb3, ppo_heads, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, gpu_step, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
+    for fn in (cartpole_vs_sb3, control_vs_sb3, workloads_vs_sb3, ppo_heads, family_ablation, lm_family_ablation, mountaincar_regret, minibatch_cost, lm_default_run, lm_learning, lm_learning_per_minute, lm_step_phases, gpu_step, gpu_update_profile, lm_default_vs_trl, lm_vs_trl, lm_vs_trl_20steps, lm_replay,
                sampling_agreement, soak, against_tree, text_env_before_after, serve_load, agent_overhead, sb3_readme_example):
         text, head = fn()
         if text:

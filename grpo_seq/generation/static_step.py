@@ -38,6 +38,10 @@ class StaticDecodeStep:
         self.step = step
         self.keys = [layer.key_buf for layer in cache.layers]
         self.values = [layer.value_buf for layer in cache.layers]
+        # The slots past the prompt hold whatever memory the buffers were given: attention weighs
+        # them by an exact 0, but 0 x NaN is NaN, so they start as zeros.
+        for buf in (*self.keys, *self.values):
+            buf[:, :, cache.layers[0].length:].zero_()
         rows, _, capacity, _ = self.keys[0].shape
         device = self.keys[0].device
         self.token = torch.zeros(rows, dtype=torch.long, device=device)

@@ -10,6 +10,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from grpo_seq import CausalLMPolicy, RolloutBatch
+from grpo_seq.generation import cache
 from grpo_seq.generation import _draw, _onednn_linear, decode_step, few_rows_product, process_logits, sample_tokens, unsupported_reason
 from grpo_seq.sampling import completion_mask
 from tiny_lm import make_tiny_lm
@@ -130,8 +131,13 @@ def test_the_static_step_decodes_what_generate_decodes(tiny, arch, device):
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
-def test_the_static_step_samples_what_the_loop_samples(tiny, device):
+def test_the_static_step_samples_what_the_loop_samples(tiny, device, monkeypatch):
     model, tok = tiny
+    # New cache buffers hold NaN, as fresh memory may: the empty slots must not reach the logits.
+    layer = cache._inplace_layer_class()
+    empty = layer.lazy_initialization
+    monkeypatch.setattr(layer, "lazy_initialization", lambda self, k, v: (empty(self, k, v), self.key_buf.fill_(float("nan")),
+                                                                          self.value_buf.fill_(float("nan")))[0])
     model = copy.deepcopy(model).to(device)  # the module's fixture stays on the CPU
     enc = {k: v.to(device) for k, v in prompts(tok).items()}
     kw = {"do_sample": True, "temperature": 0.9, "top_p": 0.95, "n": 20, "output_logprobs": True}
