@@ -117,6 +117,13 @@ class _Run:
     token: Tensor | None = None  # the last chosen, per row decoding
     ended_since_drop: int = 0
     steps: int = 0
+    ended_at: Tensor | None = None  # per row: the step of its EOS (-1 before); kept by the static step
+
+
+# The static step asks the device whether every row has ended only every this many tokens: each
+# question makes the host wait for the device, which would otherwise queue the next steps' work
+# while the current one runs. Ended rows emit padding meanwhile, cut off at the end.
+_CHECK_EVERY = 16
 
 
 def _prefill(decoder: nn.Module, input_ids: Tensor, pm: Tensor, G: int, total: int) -> tuple[object, Tensor]:
@@ -151,7 +158,8 @@ def _start(decoder: nn.Module, input_ids: Tensor, attention_mask: Tensor | None,
     step = LlamaDecodeStep(decoder, total, rows=N) if fast_step and fast_step_unsupported(decoder) is None else None
     if step is not None and mask is not None:  # additive, as the direct step adds it to the scores
         mask = torch.zeros(mask.shape, device=device).masked_fill_(mask == 0, float("-inf"))[:, None, None]
-    if step is not None and (device.type == "cuda" if static_step is None else static_step):
+    static = step is not None and (device.type == "cuda" if static_step is None else static_step)
+    if static:
         step, mask = StaticDecodeStep(step, cache, mask, graph=device.type == "cuda"), None
     sequences = torch.full((N, total), opts.pad, dtype=input_ids.dtype, device=device)
     sequences[:, :P] = input_ids.repeat_interleave(G, 0)
@@ -161,6 +169,7 @@ def _start(decoder: nn.Module, input_ids: Tensor, attention_mask: Tensor | None,
         logprobs=torch.zeros((N, opts.max_new_tokens), device=device) if output_logprobs else None,
         eos=torch.tensor(opts.eos, device=device, dtype=input_ids.dtype) if opts.eos else None,
         rows=torch.arange(N, device=device), done=torch.zeros(N, dtype=torch.bool, device=device),
+        ended_at=torch.full((N,), -1, dtype=torch.long, device=device) if static else None,
     )
 
 
@@ -169,7 +178,7 @@ def _choose(run: _Run, t: int, opts: _Options, generator: torch.Generator | None
     every row has now ended."""
     scores = process_logits(run.logits, opts.temperature, opts.top_k, opts.top_p) if opts.do_sample else run.logits.float()
     token = _draw(scores, opts.do_sample, generator)
-    if run.done.any():  # rows kept in the batch after their EOS emit padding
+    if run.ended_at is not None or run.done.any():  # rows kept in the batch after their EOS emit padding
         token = token.masked_fill(run.done, opts.pad)
     run.sequences[run.rows, run.P + t] = token
     if run.logprobs is not None:
@@ -179,12 +188,25 @@ def _choose(run: _Run, t: int, opts: _Options, generator: torch.Generator | None
     if run.eos is None:
         return False
     newly = torch.isin(token, run.eos) & ~run.done
+    if run.ended_at is not None:  # no waiting for the device but every _CHECK_EVERY steps
+        run.done = run.done | newly
+        run.ended_at = run.ended_at.masked_fill(newly, t)
+        return (t + 1) % _CHECK_EVERY == 0 and _all_ended(run)
     n_new = int(newly.sum())
     if not n_new:
         return False
     run.done = run.done | newly
     run.ended_since_drop += n_new
     return bool(run.done.all())
+
+
+def _all_ended(run: _Run) -> bool:
+    """Whether every row has ended (asking the device); if so, the steps after the last EOS are
+    dropped from the output, as if decoding had stopped there."""
+    if not bool(run.done.all()):
+        return False
+    run.steps = int(run.ended_at.max()) + 1
+    return True
 
 
 def _drop_finished(run: _Run) -> None:
@@ -219,7 +241,11 @@ def _decode(run: _Run, decoder: nn.Module, opts: _Options, generator: torch.Gene
         finished = _choose(run, t, opts, generator)
         if on_token is not None:
             on_token(t + 1)
-        if finished or t + 1 == opts.max_new_tokens:
+        if finished:
+            break
+        if t + 1 == opts.max_new_tokens:
+            if run.ended_at is not None and run.eos is not None:
+                _all_ended(run)
             break
         if min_rows_to_drop and run.ended_since_drop >= min_rows_to_drop and not isinstance(run.step, StaticDecodeStep):
             _drop_finished(run)

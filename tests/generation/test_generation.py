@@ -113,21 +113,27 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_the_static_step_decodes_what_generate_decodes(tiny, arch, device):
+@pytest.mark.parametrize(("arch", "ending"), [("llama", "two rows"), ("qwen2", "two rows"), ("llama", "all early"),
+                                               ("llama", "all late")])
+def test_the_static_step_decodes_what_generate_decodes(tiny, arch, ending, device):
     # Full-capacity attention with the unfilled tail masked, rows kept after their EOS: the same
-    # greedy tokens as transformers' generate, the left-padded prompt included. On a GPU the
-    # step is a replayed CUDA graph.
+    # greedy tokens as transformers' generate, the left-padded prompt included, and the output
+    # ends where the last row ended, whether before or after the step asks whether all have
+    # (every 16 tokens). On a GPU the step is a replayed CUDA graph.
     model, tok = tiny
     if arch == "qwen2":
         model = tiny_qwen2(tok)
     model = copy.deepcopy(model).to(device)  # the module's fixture stays on the CPU
     enc = {k: v.to(device) for k, v in prompts(tok).items()}
-    free = ours(model, enc, G=2, eos=[], static_step=False)[:, enc["input_ids"].shape[1]:]
-    eos = [int(free[0, 3]), int(free[2, 6])]  # two rows end mid-way, the others run on
-    ref = hf_greedy(model, enc, G=2, eos=eos)
-    got = ours(model, enc, G=2, eos=eos, static_step=True)
+    n = 40
+    free = ours(model, enc, G=2, eos=[], n=n, static_step=False)[:, enc["input_ids"].shape[1]:]
+    eos = {"two rows": [int(free[0, 3]), int(free[2, 6])],  # the others run to the limit
+           "all early": [int(t) for t in free[:, 2]], "all late": [int(t) for t in free[:, 20]]}[ending]
+    ref = hf_greedy(model, enc, G=2, eos=eos, n=n)
+    got = ours(model, enc, G=2, eos=eos, n=n, static_step=True)
     assert torch.equal(got, ref)
+    if ending != "two rows":
+        assert got.shape[1] - enc["input_ids"].shape[1] < n  # stopped before the limit
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
