@@ -15,7 +15,11 @@ then not reused across passes):
 - ``plain``: the model's own forward over prompt + completion, its logits' log-softmax and gather
   (what TRL computes);
 - ``shared_no_cudnn``: ``shared`` with scaled-dot-product attention kept off cuDNN's kernels
-  (``torch.nn.attention.sdpa_kernel``), which build a plan per new shape.
+  (``torch.nn.attention.sdpa_kernel``), which build a plan per new shape;
+- ``trainer``: whole steps of :class:`grpo_seq.GRPOLoop` (under accelerate's bf16 mixed precision,
+  beta 0, one update, the batch in one pass, random rewards) on the same batches, handed over by a
+  sampler that generates nothing: its update phase (``perf/backward_seconds`` plus
+  ``perf/optimizer_seconds``) beside the bare pass.
 
 Recorded per arm: the median seconds and peak GPU memory of a pass, and the 15 operators that
 took most GPU time (torch.profiler, one pass).
@@ -110,6 +114,58 @@ def measure(name: str, fn, model, batches: list, device: str) -> dict:
     return {"seconds": statistics.median(seconds), "all_seconds": seconds, "peak_gpu_gib": peak, "top_ops": top}
 
 
+class FixedBatches:
+    """A sampler that hands over ready batches in turn (rewards drawn at random, so that every
+    group has a signal): the trainer's step without generation."""
+
+    def __init__(self, batches: list, prompts: int, G: int):
+        import torch
+
+        self.batches, self.num_groups, self.num_generations, self.k = batches, prompts, G, 0
+        self.rng = torch.Generator().manual_seed(0)
+
+    def sample(self, policy):
+        import torch
+
+        batch = self.batches[self.k % len(self.batches)]
+        self.k += 1
+        batch.rewards = torch.rand(batch.batch_size, generator=self.rng).to(batch.tokens.device)
+        batch.advantages = None
+        return batch
+
+
+def trainer_steps(name: str, policy, batches: list, a: argparse.Namespace, folder: Path) -> dict:
+    """Whole trainer steps on ``batches`` (the first warms up, the last is profiled): their update
+    phase's seconds, and the peak GPU memory over the timed steps."""
+    import torch
+    from accelerate import Accelerator
+    from torch.profiler import ProfilerActivity, profile
+
+    from grpo_seq import GRPOLoop, LoopConfig
+
+    config = LoopConfig(num_groups=a.prompts, num_generations=a.num_generations, beta=0.0, mu=1, micro_batch_size=0,
+                        skip_zero_advantage=False, skip_steps_without_signal=False, lr_schedule="constant",
+                        output_dir=str(folder), save_steps=0, overwrite=True)
+    acc = Accelerator(mixed_precision="bf16", cpu=a.device == "cpu")
+    loop = GRPOLoop(config, policy, FixedBatches(batches, a.prompts, a.num_generations), accelerator=acc)
+    update = lambda m: m["perf/backward_seconds"] + m["perf/optimizer_seconds"]  # noqa: E731
+    loop.step()
+    if a.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    seconds = [update(loop.step()) for _ in batches[1:]]
+    peak = torch.cuda.max_memory_allocated() / 2**30 if a.device == "cuda" else None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        loop.step()
+    key = "self_device_time_total" if a.device == "cuda" else "self_cpu_time_total"
+    events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:15]
+    top = [{"op": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count} for e in events]
+    print(f"{name} trainer: {statistics.median(seconds):.3f} s an update, peak {peak or 0:.1f} GiB", flush=True)
+    for t in top[:8]:
+        print(f"    {t['ms']:9.1f} ms  {t['calls']:6d}x  {t['op'][:80]}")
+    return {"seconds": statistics.median(seconds), "all_seconds": seconds, "peak_gpu_gib": peak, "top_ops": top}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokenizer", type=Path, required=True, help="SmolLM2's config.json and tokenizer files.")
@@ -141,6 +197,8 @@ def main() -> None:
                     "plain": lambda b: plain_pass(model, b), "shared_no_cudnn": lambda b: no_cudnn(shared, b)}
             result["models"][name] = {arm: measure(f"{name} {arm}", fn, model, batches, a.device)
                                       for arm, fn in arms.items()}
+            record.prepare(a.out).write_text(json.dumps(result, indent=2))
+            result["models"][name]["trainer"] = trainer_steps(name, shared, batches, a, Path(tmp) / f"{name}_run")
             record.prepare(a.out).write_text(json.dumps(result, indent=2))
             del model, shared, full
             if a.device == "cuda":

@@ -501,7 +501,8 @@ def gpu_update_profile() -> tuple[str, list]:
     st = d["settings"]
     what = {"shared": "grpo-seq's pass (each prompt once, the fused head)", "full": "grpo-seq's pass, share_prompt=False",
             "plain": "the model's logits, log-softmax, gather (TRL's)",
-            "shared_no_cudnn": "grpo-seq's pass, attention kept off cuDNN"}
+            "shared_no_cudnn": "grpo-seq's pass, attention kept off cuDNN",
+            "trainer": "GRPOLoop's whole update phase on the same batches (no generation)"}
     rows = [[name, what.get(arm, arm), fmt(r["seconds"], ".3f"), fmt(r["peak_gpu_gib"], ".1f"),
              f"{r['top_ops'][0]['op'][:40]} ({r['top_ops'][0]['ms']:.0f} ms)"]
             for name, arms in d["models"].items() for arm, r in arms.items()]
