@@ -85,7 +85,6 @@ def measure(name: str, fn, model, batches: list, device: str) -> dict:
     """``fn(batch)`` forward and backward: a warm-up on ``batches[0]``, one timed pass per batch
     after it, one profiled pass on the last."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     def one(batch) -> float:
         model.zero_grad(set_to_none=True)
@@ -101,14 +100,23 @@ def measure(name: str, fn, model, batches: list, device: str) -> dict:
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     seconds = [one(b) for b in batches[1:]]
+    return summarise(f"{name}: a pass", seconds, lambda: one(batches[-1]), device)
+
+
+def summarise(name: str, seconds: list[float], run_once, device: str) -> dict:
+    """The median of ``seconds``, the peak GPU memory since the last reset, and the 15 operators
+    that took most time in one more run (``run_once``) under torch.profiler; printed and returned."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
-        one(batches[-1])
+        run_once()
     key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:15]
     top = [{"op": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count} for e in events]
-    print(f"{name}: {statistics.median(seconds):.3f} s a pass, peak {peak or 0:.1f} GiB", flush=True)
+    print(f"{name}: {statistics.median(seconds):.3f} s, peak {peak or 0:.1f} GiB", flush=True)
     for t in top[:8]:
         print(f"    {t['ms']:9.1f} ms  {t['calls']:6d}x  {t['op'][:80]}")
     return {"seconds": statistics.median(seconds), "all_seconds": seconds, "peak_gpu_gib": peak, "top_ops": top}
@@ -139,7 +147,6 @@ def trainer_steps(name: str, policy, batches: list, a: argparse.Namespace, folde
     phase's seconds, and the peak GPU memory over the timed steps."""
     import torch
     from accelerate import Accelerator
-    from torch.profiler import ProfilerActivity, profile
 
     from grpo_seq import GRPOLoop, LoopConfig
 
@@ -153,17 +160,7 @@ def trainer_steps(name: str, policy, batches: list, a: argparse.Namespace, folde
     if a.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     seconds = [update(loop.step()) for _ in batches[1:]]
-    peak = torch.cuda.max_memory_allocated() / 2**30 if a.device == "cuda" else None
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        loop.step()
-    key = "self_device_time_total" if a.device == "cuda" else "self_cpu_time_total"
-    events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)[:15]
-    top = [{"op": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count} for e in events]
-    print(f"{name} trainer: {statistics.median(seconds):.3f} s an update, peak {peak or 0:.1f} GiB", flush=True)
-    for t in top[:8]:
-        print(f"    {t['ms']:9.1f} ms  {t['calls']:6d}x  {t['op'][:80]}")
-    return {"seconds": statistics.median(seconds), "all_seconds": seconds, "peak_gpu_gib": peak, "top_ops": top}
+    return summarise(f"{name} trainer: an update", seconds, loop.step, a.device)
 
 
 def main() -> None:
