@@ -65,7 +65,9 @@ class StaticDecodeStep:
                 self._compute()
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), self._autocast():
+        # thread_local: another thread's CUDA work (a served model's request thread, the trainer)
+        # does not break this capture, nor does this capture forbid it
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"), self._autocast():
             self.logits = self._compute()
 
     @staticmethod
