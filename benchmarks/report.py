@@ -485,7 +485,7 @@ def gpu_step() -> tuple[str, list]:
             f"the batch in one forward/backward pass. Seconds: the median over the steps after the first "
             f"({st['steps']} steps a run). *update* is the step without generation; grpo-seq's split is old log-probs "
             f"+ forward/backward + optimizer. MFU: 6 x parameters x batch tokens / (update seconds x "
-            f"{st['peak_tflops']:.0f} TFLOP/s). The issue's targets: step at most 0.3x TRL's, generation at least 10x "
+            f"{st['peak_tflops']:.0f} TFLOP/s). The targets we set: a step at most 0.3x TRL's, generation at least 10x "
             f"as fast, peak memory at most TRL's. A run kept from an earlier call (`--keep_from`) names its own "
             f"command and commit below.\n\n"
             + runs
