@@ -120,16 +120,17 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
     ``MultiInputPolicy``)."""
     env = make_env(spec.env_id, **env_form(spec))
     try:
-        obs_dim, num_actions, nvec = env.observation_space.shape[0], int(env.action_space.n), action_nvec(env)
+        obs_dim, num_actions = env.observation_space.shape[0], int(env.action_space.n)
+        head = dict(action_nvec=action_nvec(env), **action_head(spec, env))
         native = getattr(getattr(env, "codec", None), "obs_space", env.observation_space)
         if isinstance(native, gym.spaces.Box) and is_image_shape(native.shape):
             return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes),
-                                        orthogonal_init=spec.orthogonal_init, action_nvec=nvec,
+                                        orthogonal_init=spec.orthogonal_init, **head,
                                         image_shape=native.shape, image_scale=255.0 if native.dtype == np.uint8 else 1.0)
         parts = dict_parts(native)
         if parts:  # a Dict holding images: a torso per image, the other parts as they are
             return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes),
-                                        orthogonal_init=spec.orthogonal_init, action_nvec=nvec, obs_parts=parts)
+                                        orthogonal_init=spec.orthogonal_init, **head, obs_parts=parts)
         shift, scale = None, spec.obs_scale or (None if spec.obs_center else default_obs_scale(env))
         if spec.obs_center or not scale:
             shift, rolled = rollout_obs_units(env, spec.obs_center, seed=spec.seed)
@@ -140,7 +141,19 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
         raise ConfigError(f"--obs_scale has {len(scale)} numbers; {spec.env_id} observations have {obs_dim} "
                           "dimensions (give one divisor per dimension)")
     return CategoricalMLPPolicy(obs_dim, num_actions, tuple(spec.hidden_sizes), obs_scale=scale,
-                                orthogonal_init=spec.orthogonal_init, obs_shift=shift, action_nvec=nvec)
+                                orthogonal_init=spec.orthogonal_init, obs_shift=shift, **head)
+
+
+def action_head(spec: EnvJob, env: Any) -> dict[str, Any]:
+    """The policy's head options: ``spec.action_head`` for a continuous action (a Gaussian is refused
+    for any other, naming the env's action space); the categorical head otherwise."""
+    codec = getattr(env, "codec", None)
+    continuous = codec is not None and codec.action_values is not None
+    if spec.action_head == "categorical":
+        return {}
+    require(spec, "action_head", continuous, f"gaussian weighs the values of a continuous (Box) action; "
+            f"{spec.env_id}'s actions are {getattr(codec, 'act_space', env.action_space)}")
+    return {"action_head": spec.action_head, "log_std_init": spec.log_std_init}
 
 
 def load_actor(path: str | Path, greedy: bool = True) -> tuple[int, Callable[[Any], Any]]:

@@ -26,9 +26,10 @@ class EnvJob(JobSpec, LoopConfig):
 
     env_id: str = field(
         default="CartPole-v1",
-        metadata={"help": "Any gymnasium env with Discrete, MultiDiscrete or MultiBinary actions (a multi-dimensional "
-                  "action: one categorical per dimension, as Stable-Baselines3's PPO) and Box, Discrete, MultiDiscrete "
-                  "or MultiBinary observations (flattened; discrete ones one-hot)."},
+        metadata={"help": "Any gymnasium env with Discrete, MultiDiscrete, MultiBinary or Box actions (a multi-dimensional "
+                  "action: one categorical per dimension, as Stable-Baselines3's PPO; a Box one cut into action_bins "
+                  "values per dimension) and Box, Discrete, MultiDiscrete, MultiBinary or Dict observations "
+                  "(flattened; discrete ones one-hot; images through a convolutional torso)."},
     )
     total_env_steps: int | None = field(
         default=None,
@@ -78,6 +79,17 @@ class EnvJob(JobSpec, LoopConfig):
         default=None,
         metadata={"help": "A continuous action with infinite bounds: the low and high that replace them (two "
                   "numbers). An unbounded action space is refused without it."},
+    )
+    action_head: str | None = field(
+        default=None,
+        metadata={"help": "A continuous (Box) action's head over its action_bins values per dimension: categorical "
+                  "(one free logit per value) or gaussian (the values weighed by a Gaussian per dimension, its mean "
+                  "from the network and a learned log std, as Stable-Baselines3's PPO; grpo_seq.policies.mlp). "
+                  f"{PER_ENV}."},
+    )
+    log_std_init: float = field(
+        default=0.0, metadata={"help": "action_head gaussian: the log std each dimension starts at, in units where "
+                               "the dimension's range is [-1, 1] (Stable-Baselines3's log_std_init)."}
     )
     obs_scale: list[float] = field(
         default_factory=list,
@@ -240,6 +252,8 @@ class EnvJob(JobSpec, LoopConfig):
         require(self, "hidden_sizes", all(w >= 1 for w in self.hidden_sizes), "every width must be >= 1")
         require(self, "action_bins", self.action_bins is None or self.action_bins >= 2,
                 "must be >= 2 (a dimension needs 2 values to choose between)")
+        require(self, "action_head", self.action_head in ("categorical", "gaussian"), "must be categorical or gaussian")
+        require(self, "log_std_init", math.isfinite(self.log_std_init), "must be a finite number")
         require(self, "action_clip", self.action_clip is None or (
             len(self.action_clip) == 2 and all(math.isfinite(x) for x in self.action_clip)
             and self.action_clip[0] < self.action_clip[1]), "must be two finite numbers, low < high")

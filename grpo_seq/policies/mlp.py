@@ -6,6 +6,16 @@ most significant), but its head is factorised as Stable-Baselines3's PPO has it:
 categorical per dimension, so ``log pi(k | o) = sum_i log pi_i(d_i | o)`` and the entropy is the
 sum of the dimensions' entropies. The head then has ``sum(nvec)`` outputs instead of
 ``prod(nvec)``, and what one dimension learns is shared by every joint action that contains it.
+
+A continuous action cut into K values per dimension (``grpo_seq.sampling.spaces``) may instead take a
+Gaussian head (``action_head="gaussian"``): the network gives each dimension a mean ``mu_i`` and the
+policy holds a state-independent ``log sigma_i`` (Stable-Baselines3's ``DiagGaussian``, its
+``log_std_init``), both in units where the dimension's range is [-1, 1]. Dimension i takes value
+``u_b = -1 + 2b/(K-1)`` with probability ``softmax_b(-(u_b - mu_i)^2 / (2 sigma_i^2))``: the Gaussian's
+density at the K values, normalised over them. A draw is the Gaussian's, kept in bounds and rounded to
+a value; log-prob, entropy, ratio and KL are the same per-decision categorical quantities as above, so
+the objective does not change. Neighbouring values share what is learned, and one ``sigma_i`` sets
+how far the policy explores around its mean.
 """
 
 from __future__ import annotations
@@ -21,7 +31,12 @@ from ..math.batch import RolloutBatch
 from ..math.objective import token_entropy, token_logprobs
 from .image_torso import ImageTorso, PartsTorso
 
-__all__ = ["CategoricalMLPPolicy", "action_digits", "join_digits", "factored_logprobs", "factored_entropy"]
+__all__ = ["CategoricalMLPPolicy", "ACTION_HEADS", "action_digits", "join_digits", "factored_logprobs", "factored_entropy",
+           "gaussian_bin_logits"]
+
+# "categorical": one free logit per value of each dimension; "gaussian": the values' logits set by a
+# mean and a standard deviation per dimension (module docstring)
+ACTION_HEADS = ("categorical", "gaussian")
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 # In place: a rollout calls the actor at every env step, where each new array costs as much as the math.
@@ -57,6 +72,18 @@ def factored_logprobs(logits: Tensor, tokens: Tensor, nvec: Sequence[int]) -> Te
 def factored_entropy(logits: Tensor, nvec: Sequence[int]) -> Tensor:
     """The entropy of independent dimensions: the sum of each dimension's categorical entropy."""
     return sum(token_entropy(part) for part in _slices(logits, nvec))
+
+
+def gaussian_bin_logits(mean: Any, log_std: Any, bins: int) -> Any:
+    """``(..., dims * bins)``: ``-(u_b - mu_i)^2 / (2 sigma_i^2)`` for each dimension i's mean
+    ``mean[..., i]`` and ``sigma_i = exp(log_std[i])``, at ``u_b = -1 + 2b/(bins-1)`` (tensors or
+    arrays alike); a dimension's softmax over its slice is the Gaussian's density at the values,
+    normalised over them."""
+    lib = torch if isinstance(mean, Tensor) else np
+    u = lib.linspace(-1.0, 1.0, bins, dtype=mean.dtype, **({"device": mean.device} if lib is torch else {}))
+    inv_two_var = 0.5 * lib.exp(-2.0 * log_std)
+    logits = -((u - mean[..., None]) ** 2) * inv_two_var[:, None]
+    return logits.reshape(*mean.shape[:-1], -1)
 
 
 def _factored_pick(logits: Any, nvec: Sequence[int]) -> Any:
@@ -107,6 +134,10 @@ class CategoricalMLPPolicy(nn.Module):
             before the hidden layers, as Stable-Baselines3's ``CnnPolicy``. Such a policy acts
             through torch (no numpy snapshot). ``image_features``: the torso's output width (None:
             the network's own, 512 or 128).
+        action_head, log_std_init: ``"gaussian"``: the values of a factorised action (a continuous
+            one cut into ``action_nvec`` values per dimension, all the same count) weighed by a
+            Gaussian per dimension, its ``log sigma`` starting at ``log_std_init`` (module
+            docstring); ``"categorical"``: one free logit per value.
         obs_parts: a Dict observation holding images, as its flat parts in key order (each a dict of
             ``size`` and, for an image, ``image_shape`` and ``scale``): each image part through its
             own convolutional torso of ``image_features`` outputs (256 by default), the rest as it
@@ -123,7 +154,8 @@ class CategoricalMLPPolicy(nn.Module):
                  obs_scale: Sequence[float] | None = None, orthogonal_init: bool = False,
                  obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None,
                  image_shape: Sequence[int] | None = None, image_scale: float = 1.0, image_features: int | None = None,
-                 obs_parts: Sequence[dict] | None = None):
+                 obs_parts: Sequence[dict] | None = None, action_head: str = "categorical",
+                 log_std_init: float = 0.0):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -149,6 +181,11 @@ class CategoricalMLPPolicy(nn.Module):
         self.action_nvec = _check_nvec(action_nvec, num_actions)
         if self.action_nvec is not None:  # only then: a one-categorical policy's policy.json is as before
             self.init_kwargs["action_nvec"] = self.action_nvec
+        self.action_head = _check_head(action_head, self.action_nvec)
+        if self.action_head == "gaussian":  # only then: a categorical policy's policy.json is as before
+            self.init_kwargs.update(action_head=action_head, log_std_init=float(log_std_init))
+            # SB3's DiagGaussian: one log sigma per dimension, whatever the observation
+            self.log_std = nn.Parameter(torch.full((len(self.action_nvec),), float(log_std_init)))
         if image_shape is not None:
             self.init_kwargs.update(image_shape=[int(d) for d in image_shape], image_scale=float(image_scale))
         if obs_parts is not None:
@@ -173,9 +210,10 @@ class CategoricalMLPPolicy(nn.Module):
                 nn.init.zeros_(layer.bias)
             layers += [layer, _ACTIVATIONS[activation]()]
             width = h
-        head = nn.Linear(width, num_actions if self.action_nvec is None else sum(self.action_nvec))
+        outputs = num_actions if self.action_nvec is None else sum(self.action_nvec)
+        head = nn.Linear(width, len(self.action_nvec) if self.action_head == "gaussian" else outputs)
         # A near-uniform initial policy: every action is tried from the start (as in PPO's
-        # orthogonal init with gain 0.01 on the policy head).
+        # orthogonal init with gain 0.01 on the policy head; a Gaussian's means start near 0).
         nn.init.orthogonal_(head.weight, gain=0.01)
         nn.init.zeros_(head.bias)
         self.net = nn.Sequential(*layers, head)
@@ -190,7 +228,7 @@ class CategoricalMLPPolicy(nn.Module):
                 "obs_scale": [1.0] * dim if scale is None else [float(x) for x in scale],
                 "obs_shift": [0.0] * dim if shift is None else [float(x) for x in shift],
                 "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale"),
-                "obs_parts": kwargs.get("obs_parts")}
+                "obs_parts": kwargs.get("obs_parts"), "action_head": kwargs.get("action_head", "categorical")}
 
     @property
     def uniform_entropy(self) -> float:
@@ -200,9 +238,13 @@ class CategoricalMLPPolicy(nn.Module):
         return sum(math.log(n) for n in nvec) / len(nvec)
 
     def logits(self, obs: Tensor) -> Tensor:
+        """``(..., sum(nvec))`` (or ``num_actions``): each value's logit, per dimension."""
         if self.obs_shift is not None:
             obs = obs - self.obs_shift
-        return self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
+        out = self.net(obs if self.inv_obs_scale is None else obs * self.inv_obs_scale)
+        if self.action_head == "gaussian":
+            return gaussian_bin_logits(out, self.log_std, self.action_nvec[0])
+        return out
 
     def forward(self, batch: RolloutBatch, with_entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Per-token log-probs and entropies ``(B, T)`` of the batch's actions."""
@@ -241,6 +283,7 @@ class CategoricalMLPPolicy(nn.Module):
         inv_scale = None if self.inv_obs_scale is None else self.inv_obs_scale.cpu().numpy().copy()
         nvec = self.action_nvec
         shift = None if self.obs_shift is None else self.obs_shift.cpu().numpy().copy()
+        log_std = self.log_std.detach().cpu().numpy().copy() if self.action_head == "gaussian" else None
 
         def act(obs: np.ndarray) -> np.ndarray:
             h = obs if shift is None else obs - shift
@@ -251,11 +294,22 @@ class CategoricalMLPPolicy(nn.Module):
                 activation(h)
             logits = h @ w_out
             logits += b_out
+            if log_std is not None:
+                logits = gaussian_bin_logits(logits, log_std, nvec[0])
             if not greedy:
                 logits = logits + rng.gumbel(size=logits.shape)
             return logits.argmax(-1) if nvec is None else _factored_pick(logits, nvec)
 
         return act
+
+
+def _check_head(action_head: str, nvec: list[int] | None) -> str:
+    if action_head not in ACTION_HEADS:
+        raise ValueError(f"action_head must be one of {', '.join(ACTION_HEADS)}, got {action_head!r}")
+    if action_head == "gaussian" and (nvec is None or len(set(nvec)) != 1 or nvec[0] < 2):
+        raise ValueError("action_head gaussian weighs the values of a continuous action cut into the same number "
+                         f"of values per dimension (action_nvec), got action_nvec {nvec}")
+    return action_head
 
 
 def _check_nvec(action_nvec: Sequence[int] | None, num_actions: int) -> list[int] | None:

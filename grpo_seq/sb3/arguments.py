@@ -213,14 +213,14 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         out["orthogonal_init"] = bool(kw.pop("ortho_init"))
     kw.pop("share_features_extractor", None)  # no value network here to share the torso with, or not
     out.update(_features_options(kw.pop("features_extractor_kwargs", None), kw.pop("normalize_images", None)))
-    for key in ("obs_scale", "orthogonal_init", *ACTION_FORM):
+    for key in ("obs_scale", "orthogonal_init", "action_head", "log_std_init", *ACTION_FORM):
         if key in kw:
             out[key] = kw.pop(key)
     if kw:
         raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
                          "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, "
                          "share_features_extractor, features_extractor_kwargs, normalize_images, obs_scale, "
-                         "action_bins, action_clip)")
+                         "action_bins, action_clip, action_head, log_std_init)")
     return out
 
 

@@ -19,6 +19,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ..policies.mlp import CategoricalMLPPolicy
+from ..errors import UsageError
 from ..io.serialization import atomic_file
 from ..sampling.spaces import SpaceCodec, space_from_json, space_to_json
 
@@ -38,6 +39,9 @@ class GRPOPolicy(CategoricalMLPPolicy):
             categorical over the joint actions (what a file saved before factorised heads holds).
         action_bins, action_clip: a ``Box`` action's values per dimension, and the bounds that
             replace infinite ones (:class:`grpo_seq.sampling.spaces.SpaceCodec`).
+        action_head, log_std_init: a ``Box`` action's head over those values: ``"categorical"``
+            (the default) or ``"gaussian"``, a Gaussian per dimension starting at ``log_std_init``
+            (SB3's name) (:mod:`grpo_seq.policies.mlp`).
         **kwargs: :class:`CategoricalMLPPolicy`'s arguments (``hidden_sizes``, ``activation``,
             ``obs_scale``, ``obs_shift``, ``orthogonal_init``).
     """
@@ -51,6 +55,9 @@ class GRPOPolicy(CategoricalMLPPolicy):
         codec = SpaceCodec(obs_space, act_space, "GRPO", action_bins, clip)
         kwargs.pop("obs_dim", None), kwargs.pop("num_actions", None)
         nvec = codec.action_nvec if isinstance(action_nvec, str) and action_nvec == _PER_DIMENSION else action_nvec
+        if kwargs.get("action_head", "categorical") != "categorical" and codec.action_values is None:
+            raise UsageError(f"GRPO(policy_kwargs=dict(action_head={kwargs['action_head']!r})): for a continuous (Box) "
+                             f"action; this env's actions are {act_space}")
         super().__init__(codec.obs_dim, codec.num_actions, action_nvec=nvec, **kwargs)
         self.observation_space, self.action_space, self.codec = obs_space, act_space, codec
         self.init_kwargs.update(observation_space=space_to_json(obs_space), action_space=space_to_json(act_space))

@@ -76,15 +76,20 @@ def test_an_unbounded_action_needs_a_clip_range():
     assert action.shape == (2,) and set(action.tolist()) <= {-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0}
 
 
-def test_a_continuous_policy_learns_saves_and_loads(tmp_path):
-    model = GRPO("MlpPolicy", Target(), seed=0, group_size=8, learning_rate=5e-3)
+@pytest.mark.parametrize("head", [{}, dict(action_head="gaussian", action_bins=21, log_std_init=-0.5)],
+                         ids=["categorical", "gaussian"])
+def test_a_continuous_policy_learns_saves_and_loads(tmp_path, head):
+    model = GRPO("MlpPolicy", Target(), seed=0, group_size=8, learning_rate=5e-3, policy_kwargs=head)
     before = greedy_error(model)
     model.learn(2_000)
     after = greedy_error(model)
-    # untrained: about one bin for every target; trained: the error of the nearest of 11 values (0.05)
-    # plus a little: well under half the untrained error
+    # untrained: about one bin (the Gaussian's: the value nearest 0) for every target; trained: the
+    # error of the nearest of the values plus a little: well under half the untrained error
     assert after < 0.5 * before, (before, after)
     model.save(tmp_path / "m.zip")
     loaded = GRPO.load(tmp_path / "m.zip")
-    obs = np.array([0.33], np.float32)
+    obs = np.array([[0.33], [-0.8]], np.float32)
     assert loaded.predict(obs, deterministic=True)[0].tolist() == model.predict(obs, deterministic=True)[0].tolist()
+    if head:  # the Gaussian's log std is trained and saved with it
+        assert loaded.policy.action_head == "gaussian" and model.policy.log_std.item() != -0.5
+        assert loaded.policy.log_std.item() == pytest.approx(model.policy.log_std.item())
