@@ -52,7 +52,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     trainer = GRPOLoop(args, policy, sampler, accelerator)
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed),
                                greedy=eval_greedy(args.env_id, args.eval_greedy), **env_form(args))  # as the recipe
-    next_eval, solved, later, start = eval_every, None, [], time.perf_counter()
+    next_eval, solved, later, ret, start = eval_every, None, [], None, time.perf_counter()
     while trainer.tokens_sampled < min(cap, args.total_env_steps):
         trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)
         if trainer.tokens_sampled < next_eval:
@@ -66,7 +66,8 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
         elif args.solved_return is not None and ret >= args.solved_return:
             solved = {"env_steps": trainer.tokens_sampled, "seconds": time.perf_counter() - start}
     return {"seed": seed, "solved_env_steps": solved and solved["env_steps"],
-            "solved_seconds": solved and solved["seconds"], "later_evals": later, "threshold": args.solved_return}
+            "solved_seconds": solved and solved["seconds"], "later_evals": later, "threshold": args.solved_return,
+            "final_eval": ret}
 
 
 def main() -> None:
