@@ -171,11 +171,24 @@ _SHARED_SCOPES = ("module", "class", "package", "session")
 # Session fixtures that start a service and train through it (tests/serve/conftest.py): every test
 # using one goes to the same worker, so the service starts, and its CartPole trains, once a suite.
 _ONE_PER_SUITE = {"server": "tests/serve"}
+# Tests that import a slow optional package into the worker (textarena, reasoning_gym: seconds
+# each, when they run, not at collection) go to one worker, beside the page whose examples import
+# it, so that the other worker never imports it.
+_ONE_WORKER_IMPORTS = {
+    "tests/text_env/test_text_env_textarena.py": "textarena",
+    "tests/benchmarks/test_benchmarks.py::test_text_env_before_after_plays_held_out_episodes_around_training": "textarena",
+    "tests/recipes/test_reasoning_gym.py": "docs/guides/reasoning-tasks.md",
+    "tests/agents/test_reasoning_gym_agent.py": "docs/guides/reasoning-tasks.md",
+}
 
 
 def _together(item: pytest.Item) -> str | None:
     if item.path.suffix != ".py":
         return item.nodeid.split("::")[0]  # a page of examples
+    test = item.nodeid.split("[")[0]
+    for key, group in _ONE_WORKER_IMPORTS.items():
+        if test == key or test.startswith(key + "::"):
+            return group
     info = getattr(item, "_fixtureinfo", None)
     shared = [name for name in _ONE_PER_SUITE if info and name in info.names_closure]
     if shared:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from scripted_policy import ScriptedPolicy
 from tiny_lm import make_tokenizer
@@ -9,7 +11,8 @@ from tiny_lm import make_tokenizer
 from grpo_seq.envs.text import TextEnvGroupSampler, make_text_env
 from grpo_seq.errors import UsageError
 
-pytest.importorskip("textarena")
+# the package is imported by the tests that play it, not at collection (seconds, on every worker)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("textarena") is None, reason="could not import 'textarena'")
 
 
 def test_guess_the_number_plays_by_its_id():
