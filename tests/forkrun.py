@@ -97,7 +97,8 @@ def forkable(argv: Sequence[str]) -> bool:
     return _entry(list(argv)) is not None
 
 
-def _child(how: str, what: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> None:
+def _child(how: str, what: str, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str,
+           preexec_fn: Any = None) -> None:
     """In the forked child: become the program, then exit with its status."""
     os.chdir(cwd)
     os.environ.clear()
@@ -106,6 +107,8 @@ def _child(how: str, what: str, argv: list[str], cwd: str, env: dict[str, str], 
         f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(f, fd)
         os.close(f)
+    if preexec_fn is not None:  # as subprocess calls it: in the child, before the program starts
+        preexec_fn()
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     sys.argv = argv
@@ -151,8 +154,12 @@ def _child(how: str, what: str, argv: list[str], cwd: str, env: dict[str, str], 
 def run(argv: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
         timeout: float = 900, capture_output: bool = True, text: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
     """``subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)``,
-    forked from the warm server where ``argv`` is a Python program."""
+    forked from the warm server where ``argv`` is a Python program (with ``preexec_fn``, when it can
+    be pickled, called in the child before the program starts, as subprocess does)."""
     entry = _entry(list(argv))
+    preexec_fn = kwargs.get("preexec_fn")
+    if preexec_fn is not None and set(kwargs) == {"preexec_fn"} and _picklable(preexec_fn):
+        del kwargs["preexec_fn"]  # sent to the child (a resource limit, say), which calls it before the program
     if entry is None or kwargs or not capture_output or not text:
         return subprocess.run(list(argv), cwd=cwd, env=env, timeout=timeout, capture_output=capture_output, text=text,
                               **kwargs)
@@ -162,7 +169,7 @@ def run(argv: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, st
     with tempfile.TemporaryDirectory(prefix="forkrun-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         with _starting:
-            p = _ctx().Process(target=_child, args=(how, what, child_argv, cwd, env, out, err))
+            p = _ctx().Process(target=_child, args=(how, what, child_argv, cwd, env, out, err, preexec_fn))
             with _NoMainModule():
                 p.start()
         p.join(timeout)
@@ -172,3 +179,14 @@ def run(argv: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, st
             raise subprocess.TimeoutExpired(list(argv), timeout)
         return subprocess.CompletedProcess(list(argv), p.exitcode, Path(out).read_text(errors="replace"),
                                            Path(err).read_text(errors="replace"))
+
+
+def _picklable(obj: Any) -> bool:
+    """Whether ``obj`` can be sent to a forked child (a module-level function or a partial of one)."""
+    import pickle
+
+    try:
+        pickle.dumps(obj)
+    except Exception:  # noqa: BLE001 - a closure, a lambda: the caller's subprocess then runs it
+        return False
+    return True

@@ -4,7 +4,6 @@ oversized file (torch.save's, safetensors') leaves them as OSError ENOSPC or EFB
 
 import errno
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -13,6 +12,7 @@ from safetensors import SafetensorError
 
 import grpo_seq.io.serialization as ser
 from grpo_seq.io.serialization import atomic_dir, atomic_file, atomic_write_text, save_policy
+import forkrun  # tests/forkrun.py: Python programs forked from a warm process
 
 
 def test_a_failed_write_leaves_the_old_folder_untouched(tmp_path):
@@ -187,8 +187,8 @@ EFBIG_SCRIPT = textwrap.dedent("""
 def test_a_file_over_the_size_limit_is_efbig_naming_the_file(tmp_path):
     # torch.save's zip writer says only "unexpected pos"; the file stopped at the limit tells EFBIG
     name = "optimizer.pt"
-    out = subprocess.run([sys.executable, "-c", EFBIG_SCRIPT, str(tmp_path / "ckpt"), name],
-                         capture_output=True, text=True, timeout=120)
+    # a process of its own (the limit stays there), forked from the warm server
+    out = forkrun.run([sys.executable, "-c", EFBIG_SCRIPT, str(tmp_path / "ckpt"), name], timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["EFBIG", str(tmp_path / "ckpt" / name)]
     assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,7 @@ file changed. docs/guides/faults.md lists these cases and their outcomes."""
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import shutil
@@ -111,8 +112,9 @@ def test_a_file_over_the_size_limit_names_the_file_and_the_limit(tmp_path):
     # rng_state_0.json (72 KB) is its first file over 40 KB; the run's other files stay under.
     run_dir, limit = tmp_path / "run", 40_000
 
-    def limited():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    # in the forked child, before the program (a partial: it is sent to the child)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    limited = functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (limit, hard))
 
     env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     out = forkrun.run([sys.executable, str(ROOT / "recipes" / "cartpole.py"), *TINY, "--save_steps", "2",
