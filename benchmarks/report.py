@@ -191,8 +191,9 @@ def workloads_vs_sb3() -> tuple[str, list]:
     summary = load("workloads_vs_sb3/result.json")["summary"]
     below = [e for e, sm in summary.items() if sm["ours"]["final_eval_return"] < sm["sb3"]["final_eval_return"]]
     unsolved = [e for e, sm in summary.items() if (sm["ours"]["solved"] or 0) < (sm["sb3"]["solved"] or 0)]
-    text += ("\nOurs: each dimension of a continuous action cut into the env's `action_bins` values (its defaults in "
-             "`grpo_seq/envs/defaults.py`); PPO: a Gaussian policy with gSDE where rl-zoo3 says so. "
+    text += ("\nOurs: each dimension of a continuous action cut into the env's `action_bins` values, under the head "
+             "its defaults name (`grpo_seq/envs/defaults.py`: Pendulum's Gaussian, the others' categorical; each row "
+             "ran at the commit its note gives); PPO: a Gaussian policy with gSDE where rl-zoo3 says so. "
              + (f"Ours ends below PPO (median final return) on {', '.join(below)}"
                 + (f", and solves fewer seeds on {', '.join(unsolved)}" if unsolved else "") + ". " if below else
                 "Ours ends at or above PPO (median final return) on every env here. ")
