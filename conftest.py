@@ -171,10 +171,15 @@ _SHARED_SCOPES = ("module", "class", "package", "session")
 # Session fixtures that start a service and train through it (tests/serve/conftest.py): every test
 # using one goes to the same worker, so the service starts, and its CartPole trains, once a suite.
 _ONE_PER_SUITE = {"server": "tests/serve"}
-# Tests that import a slow optional package into the worker (textarena, reasoning_gym: seconds
-# each, when they run, not at collection) go to one worker, beside the page whose examples import
-# it, so that the other worker never imports it.
+# Tests that import a slow optional package into the worker (textarena, reasoning_gym, TRL's
+# trainer: seconds each, when they run, not at collection) go to one worker, beside the page whose
+# examples import it, so that the other worker never imports it.
 _ONE_WORKER_IMPORTS = {
+    "tests/test_trl_agreement.py": "trl",
+    "tests/test_trl_agreement_family.py": "trl",
+    "tests/trl/test_trl_options.py::test_the_table_is_the_installed_trls_options_and_defaults": "trl",
+    "tests/benchmarks/test_benchmarks.py::test_lm_vs_trl_runs_both_systems_on_the_same_prompts": "trl",
+    "tests/benchmarks/test_benchmarks.py::test_lm_replay_our_updates_on_trls_completions_land_where_trls_do": "trl",
     "tests/text_env/test_text_env_textarena.py": "textarena",
     "tests/benchmarks/test_benchmarks.py::test_text_env_before_after_plays_held_out_episodes_around_training": "textarena",
     "tests/recipes/test_reasoning_gym.py": "docs/guides/reasoning-tasks.md",

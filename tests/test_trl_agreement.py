@@ -7,6 +7,8 @@ masks; the loss values and their gradients with respect to the log-probs must ag
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -15,10 +17,16 @@ import torch
 
 from grpo_seq.math.objective import grpo_loss
 
-trl_grpo = pytest.importorskip(
-    "trl.trainer.grpo_trainer", reason="trl is not installed (pip install -e '.[dev]' installs it)"
-)
+# TRL's trainer module is imported by the tests that call it, not at collection (seconds, on every worker)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
+                                reason="trl is not installed (pip install -e '.[dev]' installs it)")
 from accelerate import Accelerator  # noqa: E402
+
+
+def trl_grpo():
+    """TRL's ``trl.trainer.grpo_trainer`` module."""
+    return importlib.import_module("trl.trainer.grpo_trainer")
+
 
 B, T, MAX_LEN = 6, 7, 9
 
@@ -53,7 +61,7 @@ def trl_loss(x: dict, loss_type: str, beta: float, eps_low: float, eps_high: flo
         "advantages": x["adv"], "old_per_token_logps": x["old"], "ref_per_token_logps": x["ref"],
         "num_items_in_batch": x["mask"].sum(),
     }
-    loss = trl_grpo.GRPOTrainer._compute_loss(stub, None, batch)
+    loss = trl_grpo().GRPOTrainer._compute_loss(stub, None, batch)
     loss.backward()
     return loss.item(), logp.grad
 

@@ -10,6 +10,7 @@ As in ``tests/test_trl_agreement.py``, TRL's loss runs on a stand-in trainer who
 
 from __future__ import annotations
 
+import importlib.util
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -18,14 +19,14 @@ import torch
 
 from grpo_seq.math.objective import LossVariant, grpo_loss
 
-trl_grpo = pytest.importorskip(
-    "trl.trainer.grpo_trainer", reason="trl is not installed (pip install -e '.[dev]' installs it)"
-)
+# TRL's trainer module is imported by the tests that call it, not at collection (seconds, on every worker)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
+                                reason="trl is not installed (pip install -e '.[dev]' installs it)")
 from accelerate import Accelerator  # noqa: E402
 from test_trl_agreement import B, MAX_LEN, T  # noqa: E402
 from test_trl_agreement import inputs as base_inputs  # noqa: E402
+from test_trl_agreement import trl_grpo  # noqa: E402
 
-TRAINER = trl_grpo.GRPOTrainer
 ACCELERATOR = Accelerator(cpu=True)
 ARGS = dict(use_bias_correction_kl=False, delta=None, steps_per_generation=1, sapo_temperature_pos=1.0,
             sapo_temperature_neg=1.05, vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
@@ -42,6 +43,7 @@ def inputs(seed: int = 0, spread: float = 0.3) -> dict:
 
 def trl_loss(x: dict, loss_type: str, beta: float, eps_low: float, eps_high: float, opts: dict):
     """TRL's loss and its gradients (log-probs, entropies) with ``opts`` TRL options set."""
+    TRAINER = trl_grpo().GRPOTrainer  # noqa: N806
     logp = x["logp"].clone().requires_grad_(True)
     entropy = x["entropy"].clone().requires_grad_(True)
     args = SimpleNamespace(**{**ARGS, **{k: v for k, v in opts.items() if k in ARGS}})
