@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from ..envs.defaults import per_env
 from ..errors import UsageError
 from ..jobs.env import env_name, is_registered, make_env
 from ..sampling.spaces import CodecWrapper, SpaceCodec
@@ -94,7 +95,8 @@ def _without_monitor(env: gym.Env) -> gym.Env:
 
 def resolve_env(env: Any, action_bins: int | None = None, action_clip: tuple[float, float] | None = None) -> EnvSource:
     """An :class:`EnvSource` for a gymnasium env, an env id or an SB3 ``VecEnv`` (a continuous
-    action cut into ``action_bins`` values per dimension)."""
+    action cut into ``action_bins`` values per dimension; None: a registered env's family's, as
+    its job takes)."""
     vec_env, n_envs, normalizer, wrappers = None, 1, _vec_normalize(env), per_env_wrappers(env)
     if isinstance(env, str):
         env = make_env(env, tokens=False)
@@ -109,6 +111,8 @@ def resolve_env(env: Any, action_bins: int | None = None, action_clip: tuple[flo
         raise UsageError(f"GRPO(env=...): a gymnasium env, an env id or a Stable-Baselines3 VecEnv, got "
                          f"{type(env).__name__}")
     spaces = _wrapped(wrappers, env)  # the observations the user's VecEnv hands predict
+    if action_bins is None and env.spec is not None:  # a registered env: its family's values, as its job takes
+        action_bins = per_env(env.spec.id).get("action_bins")
     codec = SpaceCodec(spaces.observation_space, env.action_space, env_name(env), action_bins, action_clip)
     env_id, make, copied = _maker(env)
     objects = None

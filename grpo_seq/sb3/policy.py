@@ -58,6 +58,9 @@ class GRPOPolicy(CategoricalMLPPolicy):
         if kwargs.get("action_head", "categorical") != "categorical" and codec.action_values is None:
             raise UsageError(f"GRPO(policy_kwargs=dict(action_head={kwargs['action_head']!r})): for a continuous (Box) "
                              f"action; this env's actions are {act_space}")
+        if "log_std_init" in kwargs and kwargs.get("action_head") != "gaussian":
+            raise UsageError("GRPO(policy_kwargs=dict(log_std_init=...)): the Gaussian head's; this policy's head is "
+                             "categorical (add action_head='gaussian')")
         super().__init__(codec.obs_dim, codec.num_actions, action_nvec=nvec, **kwargs)
         self.observation_space, self.action_space, self.codec = obs_space, act_space, codec
         self.init_kwargs.update(observation_space=space_to_json(obs_space), action_space=space_to_json(act_space))

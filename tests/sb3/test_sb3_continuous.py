@@ -49,7 +49,7 @@ def test_a_box_action_is_a_value_per_dimension_from_its_bins():
 
 
 def test_the_head_scores_each_dimension_as_one_decision():
-    model = GRPO("MlpPolicy", gym.make("Pendulum-v1"), seed=0, policy_kwargs=dict(action_bins=3))
+    model = GRPO("MlpPolicy", gym.make("Pendulum-v1"), seed=0, policy_kwargs=dict(action_bins=3, action_head="categorical"))
     policy = model.policy
     with torch.no_grad():
         policy.net[-1].weight.zero_()
@@ -63,6 +63,21 @@ def test_the_head_scores_each_dimension_as_one_decision():
     assert float(entropy) == pytest.approx(-sum(np.exp(v) / z * (v - np.log(z)) for v in (0, 1, 2)), abs=1e-5)
     action, _ = model.predict(np.zeros(3, np.float32), deterministic=True)
     assert action.tolist() == [2.0]  # the top bin of [-2, 2]
+
+
+def test_a_registered_env_takes_its_jobs_head_and_values_unless_policy_kwargs_name_them(tmp_path):
+    # grpo_seq/envs/defaults.py: Pendulum's Gaussian over 21 values, MountainCarContinuous's categorical over 3
+    assert (GRPO("MlpPolicy", "Pendulum-v1", seed=0).policy.action_head, GRPO("MlpPolicy", "Pendulum-v1").policy.action_nvec) \
+        == ("gaussian", [21])
+    car = GRPO("MlpPolicy", gym.make("MountainCarContinuous-v0"), seed=0)
+    assert (car.policy.action_head, car.policy.action_nvec) == ("categorical", [3])
+    mine = GRPO("MlpPolicy", "Pendulum-v1", seed=0, policy_kwargs=dict(action_head="categorical", action_bins=7))
+    assert (mine.policy.action_head, mine.policy.action_nvec) == ("categorical", [7])
+    # a saved model takes a new env with the values it was built for
+    mine.save(tmp_path / "m.zip")
+    GRPO.load(tmp_path / "m.zip", env="Pendulum-v1").learn(400)
+    with pytest.raises(UsageError, match=r"log_std_init=\.\.\.\)\): the Gaussian head's"):
+        GRPO("MlpPolicy", "MountainCarContinuous-v0", policy_kwargs=dict(log_std_init=-1.0))
 
 
 def test_an_unbounded_action_needs_a_clip_range():
