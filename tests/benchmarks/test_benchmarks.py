@@ -161,6 +161,8 @@ def test_env_sweep_summaries_match_their_runs(tmp_path):
         for row in r["rows"]:
             # --after 1: a solved run stops after one more evaluation (or at the cap); an unsolved one has none
             assert len(row["later_evals"]) <= (1 if row["solved_env_steps"] else 0)
+            # the run's last evaluation, solved or not (eval_every 1,000 within a 3,000-step cap)
+            assert row["final_eval"] is not None and row["final_eval"] == (row["later_evals"] or [row["final_eval"]])[-1]
     assert res.stdout.count("SUMMARY") == 2
 
 
