@@ -171,9 +171,10 @@ _SHARED_SCOPES = ("module", "class", "package", "session")
 # Session fixtures that start a service and train through it (tests/serve/conftest.py): every test
 # using one goes to the same worker, so the service starts, and its CartPole trains, once a suite.
 _ONE_PER_SUITE = {"server": "tests/serve"}
-# Tests that import a slow optional package into the worker (textarena, reasoning_gym, TRL's
-# trainer: seconds each, when they run, not at collection) go to one worker, beside the page whose
-# examples import it, so that the other worker never imports it.
+# Tests that import a slow optional package into the worker (textarena, TRL's trainer: seconds
+# each, when they run, not at collection) go to one worker, so that the other never imports it.
+# (reasoning_gym stays imported at collection: imported later, with tests/faults/conftest.py's
+# recipes/ first on sys.path, the name would find recipes/reasoning_gym.py instead.)
 _ONE_WORKER_IMPORTS = {
     "tests/test_trl_agreement.py": "trl",
     "tests/test_trl_agreement_family.py": "trl",
@@ -182,8 +183,6 @@ _ONE_WORKER_IMPORTS = {
     "tests/benchmarks/test_benchmarks.py::test_lm_replay_our_updates_on_trls_completions_land_where_trls_do": "trl",
     "tests/text_env/test_text_env_textarena.py": "textarena",
     "tests/benchmarks/test_benchmarks.py::test_text_env_before_after_plays_held_out_episodes_around_training": "textarena",
-    "tests/recipes/test_reasoning_gym.py": "docs/guides/reasoning-tasks.md",
-    "tests/agents/test_reasoning_gym_agent.py": "docs/guides/reasoning-tasks.md",
 }
 
 

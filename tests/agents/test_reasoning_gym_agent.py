@@ -4,15 +4,12 @@ own prompt, scored by the task's score_answer, full marks only."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from types import SimpleNamespace
 
 import pytest
 
-# the package is imported by the test, not at collection (seconds, on every worker)
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None,
-                                reason="could not import 'reasoning_gym'")
+pytest.importorskip("reasoning_gym")
 
 from grpo_seq.io.prompt_data import read_rows  # noqa: E402
 

@@ -3,7 +3,6 @@ reward_fns/reasoning_gym.py, recipes/reasoning_gym.py and ``grpo-seq train-lm --
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-# the package is imported by the tests that use it, not at collection (seconds, on every worker)
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None,
-                                reason="could not import 'reasoning_gym'")
+pytest.importorskip("reasoning_gym")
 
 from grpo_seq.errors import UsageError  # noqa: E402
 from grpo_seq.generation.prompts import prompt_texts  # noqa: E402
