@@ -159,16 +159,7 @@ class CategoricalMLPPolicy(nn.Module):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
-        if obs_scale is not None:
-            obs_scale = [float(x) for x in obs_scale]
-            if len(obs_scale) != obs_dim or not all(math.isfinite(x) and x > 0 for x in obs_scale):
-                raise ValueError(f"obs_scale must hold {obs_dim} finite positive divisors (one per observation "
-                                 f"dimension), got {obs_scale}")
-        if obs_shift is not None:
-            obs_shift = [float(x) for x in obs_shift]
-            if len(obs_shift) != obs_dim or not all(math.isfinite(x) for x in obs_shift):
-                raise ValueError(f"obs_shift must hold {obs_dim} finite offsets (one per observation dimension), "
-                                 f"got {obs_shift}")
+        obs_scale, obs_shift = _check_units(obs_dim, obs_scale, obs_shift)
         self.init_kwargs = {
             "obs_dim": obs_dim,
             "num_actions": num_actions,
@@ -196,27 +187,13 @@ class CategoricalMLPPolicy(nn.Module):
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
         self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
-        layers: list[nn.Module] = []
-        width = obs_dim
         torso = _torso(image_shape, image_scale, image_features, obs_parts, orthogonal_init)
-        if torso is not None:
-            layers.append(torso)
-            width = torso.features
-        self.numpy_acting = image_shape is None and obs_parts is None  # a numpy snapshot covers linear layers only
-        for h in hidden_sizes:
-            layer = nn.Linear(width, h)
-            if orthogonal_init:
-                nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
-                nn.init.zeros_(layer.bias)
-            layers += [layer, _ACTIVATIONS[activation]()]
-            width = h
-        outputs = num_actions if self.action_nvec is None else sum(self.action_nvec)
-        head = nn.Linear(width, len(self.action_nvec) if self.action_head == "gaussian" else outputs)
-        # A near-uniform initial policy: every action is tried from the start (as in PPO's
-        # orthogonal init with gain 0.01 on the policy head; a Gaussian's means start near 0).
-        nn.init.orthogonal_(head.weight, gain=0.01)
-        nn.init.zeros_(head.bias)
-        self.net = nn.Sequential(*layers, head)
+        self.numpy_acting = torso is None  # a numpy snapshot covers linear layers only
+        if self.action_head == "gaussian":  # a mean per dimension
+            outputs = len(self.action_nvec)
+        else:
+            outputs = num_actions if self.action_nvec is None else sum(self.action_nvec)
+        self.net = _network(obs_dim, torso, hidden_sizes, activation, orthogonal_init, outputs)
 
     @staticmethod
     def function_kwargs(kwargs: dict) -> dict:
@@ -301,6 +278,41 @@ class CategoricalMLPPolicy(nn.Module):
             return logits.argmax(-1) if nvec is None else _factored_pick(logits, nvec)
 
         return act
+
+
+def _network(obs_dim: int, torso: nn.Module | None, hidden_sizes: Sequence[int], activation: str,
+             orthogonal_init: bool, outputs: int) -> nn.Sequential:
+    """The torso (if any), the hidden layers and the head."""
+    layers: list[nn.Module] = [] if torso is None else [torso]
+    width = obs_dim if torso is None else torso.features
+    for h in hidden_sizes:
+        layer = nn.Linear(width, h)
+        if orthogonal_init:
+            nn.init.orthogonal_(layer.weight, gain=math.sqrt(2))
+            nn.init.zeros_(layer.bias)
+        layers += [layer, _ACTIVATIONS[activation]()]
+        width = h
+    head = nn.Linear(width, outputs)
+    # A near-uniform initial policy: every action is tried from the start (as in PPO's
+    # orthogonal init with gain 0.01 on the policy head; a Gaussian's means start near 0).
+    nn.init.orthogonal_(head.weight, gain=0.01)
+    nn.init.zeros_(head.bias)
+    return nn.Sequential(*layers, head)
+
+
+def _check_units(obs_dim: int, obs_scale: Sequence[float] | None,
+                 obs_shift: Sequence[float] | None) -> tuple[list[float] | None, list[float] | None]:
+    if obs_scale is not None:
+        obs_scale = [float(x) for x in obs_scale]
+        if len(obs_scale) != obs_dim or not all(math.isfinite(x) and x > 0 for x in obs_scale):
+            raise ValueError(f"obs_scale must hold {obs_dim} finite positive divisors (one per observation "
+                             f"dimension), got {obs_scale}")
+    if obs_shift is not None:
+        obs_shift = [float(x) for x in obs_shift]
+        if len(obs_shift) != obs_dim or not all(math.isfinite(x) for x in obs_shift):
+            raise ValueError(f"obs_shift must hold {obs_dim} finite offsets (one per observation dimension), "
+                             f"got {obs_shift}")
+    return obs_scale, obs_shift
 
 
 def _check_head(action_head: str, nvec: list[int] | None) -> str:

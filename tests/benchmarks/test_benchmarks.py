@@ -610,7 +610,7 @@ def test_ppo_heads_bins_arm_drops_gsde_takes_our_bins_and_steps_the_env_with_eac
     zoo, bins = h.arm_settings("Pendulum-v1", "gaussian")
     assert zoo["use_sde"] is True and bins is None
     zoo, bins = h.arm_settings("Pendulum-v1", "bins")
-    assert "use_sde" not in zoo and "sde_sample_freq" not in zoo and bins == 11 and zoo["gamma"] == 0.9
+    assert "use_sde" not in zoo and "sde_sample_freq" not in zoo and bins == 21 and zoo["gamma"] == 0.9  # Pendulum's own
     assert h.arm_settings("MountainCarContinuous-v0", "bins")[1] == 3  # the family's own bins there
     zoo, bins = h.arm_settings("Pendulum-v1", "gaussian_no_sde")
     assert "use_sde" not in zoo and bins is None
