@@ -1129,7 +1129,7 @@ FINDINGS = {
         "The same ten tuning seeds, the same passes: the torque's 21 values weighed by a Gaussian (a mean from the "
         "network, a learned log std) swung every seed up, where the free categorical over 11 left one hanging, and "
         "its worst seed solved sooner; fewer of its runs fell below the threshold after solving. The default "
-        "Pendulum takes since. The other continuous envs keep the categorical head: not measured with the Gaussian."),
+        "Pendulum takes since. The other continuous envs keep the categorical head: the Gaussian has not been measured on enough of their seeds to change it."),
     "pendulum_passes": (
         "PPO's way of using a batch, MuJoCo's settings (ten passes of 500-step minibatches at 1e-3), swung every "
         "tuning seed up with one group a step, where one optimizer step a group left four of ten hanging; but every "
