@@ -64,6 +64,11 @@ def gsm8k():
     return recipe("gsm8k_tiny").cli
 
 
+@pytest.fixture
+def eval_gsm8k():
+    return recipe("eval_gsm8k").cli
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     from tiny_lm import save_tiny_lm

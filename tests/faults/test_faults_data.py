@@ -89,9 +89,8 @@ def test_a_model_folder_without_config_json_is_named(run_main, gsm8k, tmp_path):
     assert f"--model {empty}: the folder has no config.json" in line and "sentencepiece" not in line
 
 
-def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny_model, tmp_path, monkeypatch):
-    import eval_gsm8k
-
+def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny_model, tmp_path, monkeypatch,
+                                                                  eval_gsm8k):
     from grpo_seq.scoring import heldout
 
     def never(*args, **kwargs):
@@ -100,7 +99,7 @@ def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny
     monkeypatch.setattr(heldout, "greedy_completions", never)
     f = write_jsonl(tmp_path / "dev.jsonl", [GOOD, GOOD, GOOD, {"question": "How many?", "answer": "#### many"}])
     out = tmp_path / "eval"
-    res = run_main(eval_gsm8k.cli, ["--model", str(tiny_model), "--dataset", str(f), "--output_dir", str(out)],
+    res = run_main(eval_gsm8k, ["--model", str(tiny_model), "--dataset", str(f), "--output_dir", str(out)],
                    script="recipes/eval_gsm8k.py")
     assert res.code == 2, res
     assert f"{f} line 4: reward function 'correctness_reward' cannot score this row: gold answer '#### many'" in \
@@ -108,10 +107,8 @@ def test_eval_refuses_a_non_numeric_gold_answer_before_generating(run_main, tiny
     assert not out.exists()
 
 
-def test_eval_options_are_range_checked(run_main, tmp_path):
-    import eval_gsm8k
-
-    res = run_main(eval_gsm8k.cli, ["--batch_size", "0", "--output_dir", str(tmp_path / "eval")],
+def test_eval_options_are_range_checked(run_main, tmp_path, eval_gsm8k):
+    res = run_main(eval_gsm8k, ["--batch_size", "0", "--output_dir", str(tmp_path / "eval")],
                    script="recipes/eval_gsm8k.py")
     assert res.code == 2 and "--batch_size: must be >= 1, got 0" in one_error_line(res.err), res
 

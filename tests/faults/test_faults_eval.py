@@ -19,13 +19,6 @@ FAST = ["--limit", "2", "--max_new_tokens", "2", "--batch_size", "2", "--torch_t
 
 
 @pytest.fixture
-def eval_gsm8k():
-    import eval_gsm8k
-
-    return eval_gsm8k.cli
-
-
-@pytest.fixture
 def stub_generation(monkeypatch):
     """Greedy "completions" without generating: each prompt answered "#### 5"."""
     from grpo_seq.scoring import heldout
