@@ -12,8 +12,8 @@ Gaussian head (``action_head="gaussian"``): the network gives each dimension a m
 policy holds a state-independent ``log sigma_i`` (Stable-Baselines3's ``DiagGaussian``, its
 ``log_std_init``), both in units where the dimension's range is [-1, 1]. Dimension i takes value
 ``u_b = -1 + 2b/(K-1)`` with probability ``softmax_b(-(u_b - mu_i)^2 / (2 sigma_i^2))``: the Gaussian's
-density at the K values, normalised over them. A draw is the Gaussian's, kept in bounds and rounded to
-a value; log-prob, entropy, ratio and KL are the same per-decision categorical quantities as above, so
+density at the K values, normalised over them. A draw takes a value with that probability (where
+sigma is wider than the values' spacing, about the Gaussian's draw kept in bounds and rounded); log-prob, entropy, ratio and KL are the same per-decision categorical quantities as above, so
 the objective does not change. Neighbouring values share what is learned, and one ``sigma_i`` sets
 how far the policy explores around its mean.
 """
