@@ -153,8 +153,8 @@ def _check_env_sizes(spec: Any, cfg: ServeConfig) -> None:
     env = gym.make(spec.env_id)
     try:
         outputs = gym.spaces.flatdim(env.action_space)
-        if isinstance(env.action_space, gym.spaces.Box):  # one logit per value of each dimension
-            outputs *= spec.action_bins or ACTION_BINS
+        if isinstance(env.action_space, gym.spaces.Box) and getattr(spec, "action_head", None) != "gaussian":
+            outputs *= spec.action_bins or ACTION_BINS  # one logit per value of each dimension (a Gaussian: a mean each)
         widths = [gym.spaces.flatdim(env.observation_space), *spec.hidden_sizes, outputs]
     finally:
         env.close()

@@ -193,6 +193,9 @@ def _tree(root) -> dict:
     # the machine owner's bounds, checked before a job starts (ServeConfig's defaults)
     ("/train", {**CARTPOLE, "model_name": "fresh", "hidden_sizes": [30000, 30000]}, 400,
      "a policy of 900,240,002 parameters, over the 10,000,000 of this service (--max_policy_params)"),
+    # Pendulum's Gaussian head: one mean per torque dimension, not a logit per value
+    ("/train", {"env_name": "Pendulum-v1", "model_name": "fresh", "hidden_sizes": [4000, 4000]}, 400,
+     "a policy of 16,024,001 parameters"),
     ("/train", {**CARTPOLE, "model_name": "fresh", "num_generations": 1000, "num_groups": 1000}, 400,
      "at most 1,024 outputs a step on this service (--max_outputs_per_step), got 1000 x 1000"),
     ("/train", {**CARTPOLE, "model_name": "fresh", "save_steps": 1}, 400, "at least 10 steps between them"),
