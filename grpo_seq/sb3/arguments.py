@@ -247,12 +247,14 @@ def _features_options(extractor_kwargs: dict[str, Any] | None, normalize_images:
 ACTION_FORM = ("action_bins", "action_clip")
 
 
-def action_form(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+def action_form(policy_kwargs: dict[str, Any] | None, policy: Any = None) -> dict[str, Any]:
     """``policy_kwargs``' ``action_bins`` and ``action_clip`` (a continuous action's values per
-    dimension, and the bounds that replace infinite ones)."""
+    dimension, and the bounds that replace infinite ones); without bins there, those ``policy``
+    was built with (a loaded one's), else None (the env's family's: ``resolve_env``)."""
     kw = policy_kwargs or {}
     clip = kw.get("action_clip")
-    return {"action_bins": kw.get("action_bins"), "action_clip": tuple(clip) if clip is not None else None}
+    bins = kw.get("action_bins") or getattr(policy, "init_kwargs", {}).get("action_bins")
+    return {"action_bins": bins, "action_clip": tuple(clip) if clip is not None else None}
 
 
 def image_options(policy_name: Any, space: Any, policy_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:

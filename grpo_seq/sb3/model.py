@@ -109,7 +109,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         set_seed(self.seed)  # before the policy's initial weights are drawn, as the recipe does
         if env is None and _policy is None:
             raise UsageError("GRPO needs an env (a gymnasium env, an env id or a VecEnv); GRPO.load takes env=None")
-        source = resolve_env(env, **self._action_form(_policy)) if env is not None else None
+        source = resolve_env(env, **arguments.action_form(self.policy_kwargs, _policy)) if env is not None else None
         self.policy = _policy if _policy is not None else self._make_policy(source)
         self.policy = self.policy.to(self.device)
         self.observation_space = getattr(self.policy, "observation_space", None)
@@ -142,13 +142,6 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
 
     # -- construction ------------------------------------------------------------------------------
 
-    def _action_form(self, policy: nn.Module | None) -> dict[str, Any]:
-        """A continuous action's values: ``policy_kwargs``', else those a built policy takes (a
-        loaded one's), else the env's family's (:func:`resolve_env`)."""
-        form = arguments.action_form(self.policy_kwargs)
-        form["action_bins"] = form["action_bins"] or getattr(policy, "init_kwargs", {}).get("action_bins")
-        return form
-
     def _make_policy(self, source: EnvSource) -> nn.Module:
         env, codec = source.env, source.codec
         if isinstance(self.policy_name, type) and issubclass(self.policy_name, nn.Module) and \
@@ -160,17 +153,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if codec.action_values is not None:  # a continuous action: the values the env's codec took, its env's head
             kw.setdefault("action_bins", codec.action_values.shape[1])
             kw.setdefault("action_head", per_env(_env_id(source))["action_head"])
-        if "obs_scale" not in kw and _norm_obs(source):  # VecNormalize's units already: nothing to rescale
-            kw["obs_scale"] = [1.0] * codec.obs_dim
-        flat = isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1
-        if "obs_scale" not in kw and flat:  # as the env program: CartPole's thresholds, else random play's
-            kw["obs_scale"] = default_obs_scale(env)
-            env_id = _env_id(source)
-            if kw["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
-                copy = source.make()  # random play steps a copy, never the user's env
-                kw["obs_shift"], kw["obs_scale"] = rollout_obs_units(copy, per_env(env_id)["obs_center"],
-                                                                     seed=self.seed or 0)
-                copy.close()
+        if "obs_scale" not in kw:
+            kw.update(_obs_units(source, self.seed or 0))
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
 
     @property
@@ -235,7 +219,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Train on ``env`` from now on: the same spaces and number of envs as the model's (SB3's
         checks); ``force_reset=False`` keeps the last observation (SB3's ``_last_obs``)."""
-        source = env if isinstance(env, EnvSource) else resolve_env(env, **self._action_form(self.policy))
+        source = env if isinstance(env, EnvSource) else resolve_env(env, **arguments.action_form(self.policy_kwargs, self.policy))
         if self._source is not None and source.n_envs != self.n_envs:
             raise AssertionError(f"The number of environments to be set is different from the number of environments "
                                  f"in the model: ({source.n_envs} != {self.n_envs}), whereas `set_env` requires them "
@@ -381,6 +365,23 @@ def _recommend_cpu(device: torch.device, policy: Any) -> None:
                       "Pass device='cpu' (or export CUDA_VISIBLE_DEVICES=) to use the CPU. The model will train, "
                       "but the GPU will be mostly idle and training may take longer than on the CPU.", UserWarning,
                       stacklevel=3)
+
+
+def _obs_units(source: EnvSource, seed: int) -> dict[str, Any]:
+    """``obs_scale`` (and ``obs_shift``) where ``policy_kwargs`` give none: 1s in VecNormalize's units,
+    else as the env program takes them for a flat Box: CartPole's thresholds, else random play's."""
+    env, codec = source.env, source.codec
+    if _norm_obs(source):  # VecNormalize's units already: nothing to rescale
+        return {"obs_scale": [1.0] * codec.obs_dim}
+    if not (isinstance(env.observation_space, gym.spaces.Box) and len(env.observation_space.shape) == 1):
+        return {}
+    units = {"obs_scale": default_obs_scale(env)}
+    env_id = _env_id(source)
+    if units["obs_scale"] is None and env_id not in (None, *arguments.CARTPOLE_IDS):
+        copy = source.make()  # random play steps a copy, never the user's env
+        units["obs_shift"], units["obs_scale"] = rollout_obs_units(copy, per_env(env_id)["obs_center"], seed=seed)
+        copy.close()
+    return units
 
 
 def _env_id(source: EnvSource | None) -> str | None:
