@@ -46,6 +46,11 @@ EXAMPLES = ROOT / "examples"
 # count follows OMP_NUM_THREADS: grpo_seq.loop.cpu_share.usable_cores), not every core each, which
 # would leave threads spinning for cores the other worker holds
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Python's bytecode caches (__pycache__/, ignored by git) are written even where the environment
+# sets PYTHONDONTWRITEBYTECODE: the suite starts dozens of interpreters that import the same
+# modules, and without the caches each compiles them again (pytest's rewritten test modules too)
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 MODEL_CACHE = os.environ.get("GRPO_SEQ_CACHE_FOR_TESTS", "")
 if not os.path.isdir(MODEL_CACHE):
     MODEL_CACHE = tempfile.mkdtemp(prefix="grpo-seq-model-cache-")
