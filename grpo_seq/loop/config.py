@@ -49,6 +49,12 @@ class LoopConfig(ConfigChecks):
             "and old log-probs are not computed; with mu > 1 they are kept from sampling time."
         },
     )
+    target_kl: float = field(
+        default=0.0,
+        metadata={"help": "PPO's target_kl, as Stable-Baselines3 applies it: a step's passes stop at the first minibatch "
+                  "whose approximate KL from the sampling policy, the token mean of (r - 1) - log r, exceeds 1.5 x "
+                  "target_kl, and that minibatch's gradient is dropped. 0: every pass runs."},
+    )
     num_minibatches: int = field(
         default=1, metadata={"help": "Optimizer steps per update pass: the batch's outputs are split this many ways."}
     )

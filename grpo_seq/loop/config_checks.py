@@ -76,6 +76,8 @@ class ConfigChecks:
         """How a sampled batch is split into optimizer steps and passes."""
         if self.mu < 1:
             self._fail("mu", "must be >= 1")
+        if not self.target_kl >= 0:
+            self._fail("target_kl", "must be >= 0 (0: every pass runs)")
         if self.num_minibatches < 1:
             self._fail("num_minibatches", "must be >= 1")
         if (self.num_groups * self.num_generations) % self.num_minibatches:

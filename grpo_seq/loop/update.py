@@ -46,6 +46,7 @@ class UpdateStats:
     entropy_bonuses: list[Tensor] = field(default_factory=list)  # each optimizer step's token-mean entropy term
     extremes: dict[str, Tensor] = field(default_factory=dict)  # statistics named *_min / *_max: their min / max
     skipped: bool = False  # skip_steps_without_signal: no optimizer step this step
+    stopped_early: bool = False  # target_kl: the passes stopped before the last minibatch
 
     def add(self, token_stats: dict[str, Tensor], n: Tensor) -> None:
         """Statistics are token means: weight each micro-batch's by its token count ``n``; those
@@ -58,6 +59,12 @@ class UpdateStats:
             else:
                 self.token_sums[name] = self.token_sums.get(name, 0.0) + v * n
         self.tokens += n
+
+
+def _sums(stats: UpdateStats, name: str) -> Tensor:
+    """``[sum of token statistic name, tokens]`` trained so far this step, on the CPU."""
+    return torch.stack([torch.as_tensor(stats.token_sums.get(name, 0.0)).float().cpu(),
+                        torch.as_tensor(stats.tokens).float().cpu()])
 
 
 class PolicyUpdate:
@@ -119,11 +126,30 @@ class PolicyUpdate:
             return stats
         for _ in range(cfg.mu):
             for part, idx, part_live in self.minibatches(batch, parts, live):
-                before = self._entropy_sums(stats)
-                stats.losses.append(self._accumulate_gradients(part, idx, part_live, stats))
+                before, kl_before = self._entropy_sums(stats), self._kl_sums(stats)
+                loss = self._accumulate_gradients(part, idx, part_live, stats)
+                if self._over_target_kl(stats, kl_before):  # PPO's early stop: this gradient is dropped
+                    self.optimizer.zero_grad(set_to_none=True)
+                    stats.stopped_early = True
+                    return stats
+                stats.losses.append(loss)
                 stats.grad_norms.append(torch.as_tensor(self.optimizer_step(), device=acc.device).detach().float())
                 self._adapt_entropy(stats, before)
         return stats
+
+    def _kl_sums(self, stats: UpdateStats) -> Tensor | None:
+        """``[sum of token approximate KLs, tokens]`` so far this step (with ``target_kl`` only)."""
+        return _sums(stats, "approx_kl") if self.config.target_kl else None
+
+    def _over_target_kl(self, stats: UpdateStats, before: Tensor | None) -> bool:
+        """Whether the minibatch just scored moved the policy past ``1.5 x target_kl`` from the one that
+        sampled the batch (its token-mean approximate KL, over all processes, so all stop together)."""
+        return before is not None and self._mean_since(stats, "approx_kl", before) > 1.5 * self.config.target_kl
+
+    def _mean_since(self, stats: UpdateStats, name: str, before: Tensor) -> float:
+        """The token mean of statistic ``name`` over what was trained since ``before``, on every process."""
+        window = self.accelerator.reduce((_sums(stats, name) - before).to(self.accelerator.device), "sum")
+        return float(window[0] / window[1].clamp(min=1.0))
 
     def _parts(self, batch: RolloutBatch) -> int:
         """Optimizer steps per pass: ``num_minibatches``, or the batch's tokens over
@@ -174,18 +200,13 @@ class PolicyUpdate:
 
     def _entropy_sums(self, stats: UpdateStats) -> Tensor | None:
         """``[sum of token entropies, tokens]`` trained so far this step (adaptive entropy only)."""
-        if not self.entropy_control.adaptive:
-            return None
-        return torch.stack([torch.as_tensor(stats.token_sums.get("entropy", 0.0)).float().cpu(),
-                            torch.as_tensor(stats.tokens).float().cpu()])
+        return _sums(stats, "entropy") if self.entropy_control.adaptive else None
 
     def _adapt_entropy(self, stats: UpdateStats, before: Tensor | None) -> None:
         """After an optimizer step: the token-mean entropy of what it trained, over all processes,
         moves the adaptive entropy coefficient (:class:`grpo_seq.loop.entropy_control.EntropyControl`)."""
-        if before is None:
-            return
-        window = self.accelerator.reduce((self._entropy_sums(stats) - before).to(self.accelerator.device), "sum")
-        self.entropy_control.update(float(window[0] / window[1].clamp(min=1.0)))
+        if before is not None:
+            self.entropy_control.update(self._mean_since(stats, "entropy", before))
 
     def _accumulate_gradients(self, batch: RolloutBatch, idx: Tensor, live: Tensor, stats: UpdateStats) -> Tensor:
         """Backward passes over minibatch ``idx`` in micro-batches of the rows that have a gradient;
@@ -253,6 +274,9 @@ class PolicyUpdate:
             variant=variant, sampler_logp_t=sub.sampler_logp,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
+        if cfg.target_kl:  # Stable-Baselines3's estimate: mean of (r - 1) - log r over the tokens
+            log_r = (logp_t - old_logp_t).detach()
+            stats["approx_kl"] = aggregate(torch.expm1(log_r) - log_r, sub.mask, "bnpo")
         return loss, {**stats, **sampling}
 
     def optimizer_step(self) -> Tensor:

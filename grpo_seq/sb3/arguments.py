@@ -22,7 +22,7 @@ __all__ = ["PPO_ONLY", "SURFACE_DEFAULTS", "build_config", "policy_options", "sp
 # PPO arguments without a meaning in a critic-free method, at PPO's defaults: accepted silently
 # there, named in one warning otherwise (gSDE, for continuous actions only, is refused).
 PPO_ONLY = {"gae_lambda": 0.95, "vf_coef": 0.5, "clip_range_vf": None, "normalize_advantage": True, "use_sde": False,
-            "sde_sample_freq": -1, "target_kl": None, "rollout_buffer_class": None, "rollout_buffer_kwargs": None,
+            "sde_sample_freq": -1, "rollout_buffer_class": None, "rollout_buffer_kwargs": None,
             "_init_setup_model": True}
 # Spec fields that the surface sets itself, from its own arguments (the env, the policy's
 # policy_kwargs, learn's budget, device, max_episode_steps, exploration_bonus), or that belong to

@@ -1,0 +1,57 @@
+"""``target_kl``: PPO's early stop of a step's passes, as Stable-Baselines3 applies it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler, GRPOLoop, LoopConfig
+from grpo_seq.errors import UsageError
+
+
+def make_trainer(**overrides) -> GRPOLoop:
+    kw = dict(num_groups=2, num_generations=4, learning_rate=1e-2, beta=0.0, seed=0, advantage="stepwise", gamma=0.99,
+              loss_type="bnpo", mu=4, minibatch_tokens=32)
+    cfg = LoopConfig(**{**kw, **overrides})
+    sampler = EnvGroupSampler("CartPole-v1", cfg.num_groups, cfg.num_generations, seed=cfg.seed)
+    torch.manual_seed(cfg.seed)
+    return GRPOLoop(cfg, CategoricalMLPPolicy(sampler.obs_dim, sampler.num_actions), sampler, Accelerator(cpu=True))
+
+
+def test_every_pass_runs_without_it_and_a_small_one_stops_them_at_the_second_minibatch():
+    full = make_trainer().step()
+    tokens = full["perf/tokens_total"]
+    assert full["perf/optimizer_steps"] == 4 * max(1, round(tokens / 32)) > 4
+    # The first minibatch is scored by the policy that sampled the batch (KL 0 up to rounding) and
+    # trains; one Adam step at 1e-2 moves the policy far past 1.5e-6, so the second one stops the passes.
+    stopped = make_trainer(target_kl=1e-6)
+    metrics = stopped.step()
+    assert metrics["perf/optimizer_steps"] == 1
+    # a generous target never stops them: the same steps as without one
+    assert make_trainer(target_kl=10.0).step()["perf/optimizer_steps"] == full["perf/optimizer_steps"]
+
+
+def test_the_stopped_minibatchs_gradient_is_dropped():
+    # Adam stepped once (the first minibatch); the second's gradient, computed before the check,
+    # is cleared rather than left to add to the next step's.
+    trainer = make_trainer(target_kl=1e-6)
+    trainer.step()
+    params = [p for p in trainer.policy.parameters() if p.requires_grad]
+    optimizer = trainer.update.optimizer.optimizer
+    assert all(int(optimizer.state[p]["step"]) == 1 for p in params)
+    assert all(p.grad is None for p in params)
+
+
+def test_the_sb3_door_applies_it_and_none_is_ppos_no_limit():
+    pytest.importorskip("stable_baselines3")
+    from grpo_seq import GRPO
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "GRPO ignores these PPO arguments" warning any more
+        assert GRPO("MlpPolicy", "CartPole-v1", target_kl=0.015, seed=0, device="cpu").config.target_kl == 0.015
+        assert GRPO("MlpPolicy", "CartPole-v1", target_kl=None, seed=0, device="cpu").config.target_kl == 0.0
+    with pytest.raises(UsageError, match=r"target_kl: must be >= 0"):
+        GRPO("MlpPolicy", "CartPole-v1", target_kl=-0.01, seed=0, device="cpu")
