@@ -1016,9 +1016,10 @@ def sb3_readme_example() -> tuple[str, list]:
         paired = ("-" if arm == "the example" or not common else
                   f"{sum(r['passed'] and not base[r['seed']] for r in common)} / "
                   f"{sum(base[r['seed']] and not r['passed'] for r in common)} of {len(common)}")
+        commits = sorted({(r.get("commit") or "")[:7] for r in runs} - {""})
         rows.append([arm, f"`{json.dumps(runs[0]['over'])}`" if runs[0]["over"] else "-", len(runs),
                      f"{sum(r['passed'] for r in runs)} of {len(runs)}",
-                     fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired])
+                     fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired, ", ".join(commits) or "-"])
     st = d["settings"]
     text = ("## Stable-Baselines3's README example through GRPO, over seeds\n\n"
             "`benchmarks/sb3_readme_example.py`: `GRPO(\"MlpPolicy\", \"CartPole-v1\", "
@@ -1026,9 +1027,11 @@ def sb3_readme_example() -> tuple[str, list]:
             + f")` (SB3's meaning: a constant rate, minibatches of 64 env steps, 10 passes), {st['steps']:,} env steps, "
             f"then {st['episodes']} greedy episodes; a seed passes when its lowest return is at least {st['bar']}. "
             "An arm adds GRPO options to the example's (`PPO (SB3)`: SB3's own PPO on the example, the reference); "
-            "fixed / broken: the seeds it passes that the example fails, and the other way round, on the seeds both ran.\n\n"
+            "fixed / broken: the seeds it passes that the example fails, and the other way round, on the seeds both ran; "
+            "commit: the code an arm ran (a seed's run changes with the code, so arms of different commits pair only "
+            "loosely).\n\n"
             + provenance(d["meta"]) + "\n"
-            + table(["arm", "options", "seeds", "passed", "median lowest return", "fixed / broken"], rows))
+            + table(["arm", "options", "seeds", "passed", "median lowest return", "fixed / broken", "commit"], rows))
     return text, []
 
 

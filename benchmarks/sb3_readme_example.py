@@ -72,11 +72,12 @@ def main() -> None:
         a.arm = PPO_ARM
     out = record.prepare(a.out)
     d = json.loads(out.read_text()) if out.is_file() else {"rows": []}
+    commit = record.meta()["commit"]  # each row's own: arms of one record may run at different commits
     for seed in seed_list(a.seeds):
         returns = one_seed(seed, over, a.steps, a.ppo)
         d["rows"] = [r for r in d["rows"] if (r["arm"], r["seed"]) != (a.arm, seed)]
         d["rows"].append({"arm": a.arm, "over": over, "seed": seed, "returns": returns, "passed": min(returns) >= BAR,
-                          **({"algo": "ppo"} if a.ppo else {})})
+                          "commit": commit, **({"algo": "ppo"} if a.ppo else {})})
         print(json.dumps(d["rows"][-1]), flush=True)
     meta, before = record.meta(), d.get("meta", {}).get("command", [])
     d["meta"] = {**meta, "command": [c for c in before if c != meta["command"]] + [meta["command"]]}  # every arm's

@@ -249,7 +249,10 @@ def test_sb3_readme_example_keeps_each_arms_seeds_and_the_report_pairs_them(tmp_
     finally:
         report.RESULTS = saved
     g4 = next(line for line in text.splitlines() if line.startswith("| G4 |"))
-    assert g4.endswith(" of 1 |") and "| 1 |" in g4  # one seed, paired with the example's seed 1
+    assert " of 1 |" in g4 and "| 1 |" in g4  # one seed, paired with the example's seed 1
+    # each row names the code it ran, and the table each arm's
+    assert {r["commit"] for r in d["rows"]} == {d["meta"]["commit"]}
+    assert g4.endswith(f"| {(d['meta']['commit'] or '')[:7] or '-'} |")
 
 
 def test_soak_samples_memory_and_stops_the_run_with_sigterm(tmp_path):
