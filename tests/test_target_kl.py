@@ -29,9 +29,13 @@ def test_every_pass_runs_without_it_and_a_small_one_stops_them_at_the_second_min
     # trains; one Adam step at 1e-2 moves the policy far past 1.5e-6, so the second one stops the passes.
     stopped = make_trainer(target_kl=1e-6)
     metrics = stopped.step()
-    assert metrics["perf/optimizer_steps"] == 1
+    assert metrics["perf/optimizer_steps"] == 1 and metrics["perf/passes_stopped"] == 1.0
+    # the logged estimate covers both minibatches scored: the second's alone is above 1.5e-6
+    assert metrics["policy/approx_kl"] > 1.5e-6 / 2
     # a generous target never stops them: the same steps as without one
-    assert make_trainer(target_kl=10.0).step()["perf/optimizer_steps"] == full["perf/optimizer_steps"]
+    generous = make_trainer(target_kl=10.0).step()
+    assert generous["perf/optimizer_steps"] == full["perf/optimizer_steps"] and generous["perf/passes_stopped"] == 0.0
+    assert 0 < generous["policy/approx_kl"] < 15 and "policy/approx_kl" not in full
 
 
 def test_the_stopped_minibatchs_gradient_is_dropped():
@@ -53,5 +57,9 @@ def test_the_sb3_door_applies_it_and_none_is_ppos_no_limit():
         warnings.simplefilter("error")  # no "GRPO ignores these PPO arguments" warning any more
         assert GRPO("MlpPolicy", "CartPole-v1", target_kl=0.015, seed=0, device="cpu").config.target_kl == 0.015
         assert GRPO("MlpPolicy", "CartPole-v1", target_kl=None, seed=0, device="cpu").config.target_kl == 0.0
+    # SB3's train/approx_kl is logged where a target watches it
+    model = GRPO("MlpPolicy", "CartPole-v1", n_steps=256, n_epochs=4, target_kl=0.015, seed=0, device="cpu")
+    model.learn(600)
+    assert 0 <= model.logger.name_to_value["train/approx_kl"] < 1
     with pytest.raises(UsageError, match=r"target_kl: must be >= 0"):
         GRPO("MlpPolicy", "CartPole-v1", target_kl=-0.01, seed=0, device="cpu")

@@ -41,6 +41,9 @@ def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: Upd
                 "loss/nonfinite_steps": float(nonfinite_steps), **batch.metrics}
     if stats.entropy_bonuses:  # what the token-mean entropy term took off loss/policy
         averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()
+    if "approx_kl" in stats.token_sums:  # target_kl: the estimate it watches, and whether it stopped the passes
+        averaged["policy/approx_kl"] = stats.token_sums["approx_kl"] / max(float(stats.tokens), 1.0)
+        averaged["perf/passes_stopped"] = float(stats.stopped_early)
     reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
     metrics = {
         "reward/mean": rewards.mean(), "reward/std": rewards.std(), "reward/group_std": grouped.std(dim=1).mean(),

@@ -124,6 +124,8 @@ class PolicyUpdate:
             stats.grad_norms.append(zero)
             stats.skipped = True
             return stats
+        if cfg.target_kl:  # on every process, so that every process logs it (step_metrics)
+            stats.token_sums["approx_kl"] = torch.zeros((), device=acc.device)
         for _ in range(cfg.mu):
             for part, idx, part_live in self.minibatches(batch, parts, live):
                 before, kl_before = self._entropy_sums(stats), self._kl_sums(stats)

@@ -60,8 +60,8 @@ class Reporting:
         rec("time/total_timesteps", self.num_timesteps)
         for ours, theirs in (("loss/policy", "loss"), ("policy/entropy", "entropy"), ("policy/clip_fraction",
                              "clip_fraction"), ("perf/lr", "learning_rate"), ("loss/grad_norm", "grad_norm"),
-                             ("reward/zero_std_groups", "zero_std_groups")):
-            if m[ours] == m[ours]:  # NaN: no token was scored for it this update (nothing to show)
+                             ("reward/zero_std_groups", "zero_std_groups"), ("policy/approx_kl", "approx_kl")):
+            if ours in m and m[ours] == m[ours]:  # NaN: no token was scored for it this update (nothing to show)
                 rec(f"train/{theirs}", float(m[ours]))
         rec("train/n_updates", self._trainer.step_count * self.config.mu)  # passes over a rollout, as PPO counts
         self.logger.dump(self.num_timesteps)
