@@ -28,21 +28,24 @@ def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: Upd
     rewards, lengths = gather_rows(acc, ragged, batch.rewards.float().contiguous(), batch.lengths().float().contiguous())
     grouped = rewards.reshape(-1, batch.num_generations)
     zero = torch.zeros((), device=acc.device)
-    sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in TOKEN_STATS),
+    # target_kl's estimate where it watches one (every process then holds it: PolicyUpdate.run)
+    names = TOKEN_STATS + (("approx_kl",) if "approx_kl" in stats.token_sums else ())
+    sums = acc.reduce(torch.stack([*(torch.as_tensor(stats.token_sums.get(n, zero)).float() for n in names),
                                    torch.as_tensor(stats.tokens, device=acc.device).float()]), "sum")
     # When every output was skipped no token was scored: the statistics are NaN (null in
     # metrics.jsonl), except KL, which skipping's beta = 0 leaves at 0 anyway.
     scored = float(sums[-1]) > 0
     token_means = {n: sums[i] / sums[-1] if scored else (zero if n == "kl" else zero + float("nan"))
-                   for i, n in enumerate(TOKEN_STATS)}
-    averaged = {"perf/trained_fraction": live.float().mean(), "loss/policy": torch.stack(stats.losses).mean(),
-                "loss/grad_norm": torch.stack(stats.grad_norms).mean(),
+                   for i, n in enumerate(names)}
+    # no optimizer step at all: target_kl stopped the passes at the first minibatch
+    averaged = {"perf/trained_fraction": live.float().mean(),
+                "loss/policy": torch.stack(stats.losses).mean() if stats.losses else zero,
+                "loss/grad_norm": torch.stack(stats.grad_norms).mean() if stats.grad_norms else zero,
                 "perf/optimizer_steps": 0.0 if stats.skipped else float(len(stats.grad_norms)),
                 "loss/nonfinite_steps": float(nonfinite_steps), **batch.metrics}
     if stats.entropy_bonuses:  # what the token-mean entropy term took off loss/policy
         averaged["loss/entropy_bonus"] = torch.stack(stats.entropy_bonuses).mean()
-    if "approx_kl" in stats.token_sums:  # target_kl: the estimate it watches, and whether it stopped the passes
-        averaged["policy/approx_kl"] = stats.token_sums["approx_kl"] / max(float(stats.tokens), 1.0)
+    if "approx_kl" in stats.token_sums:  # target_kl: whether it stopped the passes
         averaged["perf/passes_stopped"] = float(stats.stopped_early)
     reduced = acc.reduce(torch.stack([torch.as_tensor(v, device=acc.device).float() for v in averaged.values()]), "mean")
     metrics = {

@@ -13,8 +13,9 @@ policy holds a state-independent ``log sigma_i`` (Stable-Baselines3's ``DiagGaus
 ``log_std_init``), both in units where the dimension's range is [-1, 1]. Dimension i takes value
 ``u_b = -1 + 2b/(K-1)`` with probability ``softmax_b(-(u_b - mu_i)^2 / (2 sigma_i^2))``: the Gaussian's
 density at the K values, normalised over them. A draw takes a value with that probability (where
-sigma is wider than the values' spacing, about the Gaussian's draw kept in bounds and rounded); log-prob, entropy, ratio and KL are the same per-decision categorical quantities as above, so
-the objective does not change. Neighbouring values share what is learned, and one ``sigma_i`` sets
+sigma is wider than the values' spacing, about the Gaussian's draw kept in bounds and rounded);
+log-prob, entropy, ratio and KL are the same per-decision categorical quantities as above, so the
+objective does not change. Neighbouring values share what is learned, and one ``sigma_i`` sets
 how far the policy explores around its mean.
 """
 
@@ -302,6 +303,7 @@ def _network(obs_dim: int, torso: nn.Module | None, hidden_sizes: Sequence[int],
 
 def _check_units(obs_dim: int, obs_scale: Sequence[float] | None,
                  obs_shift: Sequence[float] | None) -> tuple[list[float] | None, list[float] | None]:
+    """``obs_scale`` and ``obs_shift`` as floats, one per observation dimension (scales finite and > 0)."""
     if obs_scale is not None:
         obs_scale = [float(x) for x in obs_scale]
         if len(obs_scale) != obs_dim or not all(math.isfinite(x) and x > 0 for x in obs_scale):
