@@ -38,6 +38,14 @@ def test_every_pass_runs_without_it_and_a_small_one_stops_them_at_the_second_min
     assert generous["policy/approx_kl"] > 0 and "policy/approx_kl" not in full
 
 
+def test_at_one_pass_of_one_minibatch_it_never_stops_a_step():
+    # CartPole's default family takes a limit and one pass of the whole batch: the one minibatch is
+    # scored by the policy that sampled it, so even a tiny target leaves that step alone
+    metrics = make_trainer(target_kl=1e-6, mu=1, minibatch_tokens=0).step()
+    assert metrics["perf/optimizer_steps"] == 1 and metrics["perf/passes_stopped"] == 0.0
+    assert metrics["policy/approx_kl"] < 1e-9
+
+
 def test_the_stopped_minibatchs_gradient_is_dropped():
     # Adam stepped once (the first minibatch); the second's gradient, computed before the check,
     # is cleared rather than left to add to the next step's.
@@ -63,14 +71,22 @@ def test_a_stop_at_the_first_minibatch_leaves_the_weights_and_logs_no_step(monke
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters()))
 
 
-def test_the_sb3_door_applies_it_and_none_is_ppos_no_limit():
+def test_the_sb3_door_applies_it_none_is_ppos_no_limit_and_left_out_the_envs_default():
     pytest.importorskip("stable_baselines3")
+    from gymnasium.envs.classic_control import CartPoleEnv
+    from gymnasium.wrappers import TimeLimit
+
     from grpo_seq import GRPO
+    from grpo_seq.envs.defaults import CARTPOLE_TARGET_KL
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "GRPO ignores these PPO arguments" warning any more
         assert GRPO("MlpPolicy", "CartPole-v1", target_kl=0.015, seed=0, device="cpu").config.target_kl == 0.015
         assert GRPO("MlpPolicy", "CartPole-v1", target_kl=None, seed=0, device="cpu").config.target_kl == 0.0
+    # left out, the env's default: CartPole's limit, none for another family or an env without an id
+    assert GRPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu").config.target_kl == CARTPOLE_TARGET_KL > 0
+    assert GRPO("MlpPolicy", "Acrobot-v1", seed=0, device="cpu").config.target_kl == 0.0
+    assert GRPO("MlpPolicy", TimeLimit(CartPoleEnv(), 500), seed=0, device="cpu").config.target_kl == 0.0
     # SB3's train/approx_kl is logged where a target watches it
     model = GRPO("MlpPolicy", "CartPole-v1", n_steps=256, n_epochs=4, target_kl=0.015, seed=0, device="cpu")
     model.learn(600)

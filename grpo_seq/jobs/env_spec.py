@@ -219,6 +219,12 @@ class EnvJob(JobSpec, LoopConfig):
                   "batch_size (0: one step per pass, or --num_minibatches of whole episodes). Left unset, a loss over "
                   f"whole episodes (grpo, dr_grpo, GSPO's sequence ratio) takes 0. {PER_ENV}."},
     )
+    target_kl: float | None = field(
+        default=None,
+        metadata={"help": "PPO's target_kl, as Stable-Baselines3 applies it: a step's passes stop at the first minibatch "
+                  "whose approximate KL from the sampling policy, the token mean of (r - 1) - log r, exceeds 1.5 x "
+                  f"target_kl, and that minibatch's gradient is dropped (0: every pass runs). {PER_ENV}."},
+    )
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 builds no reference policy."})
     loss_type: str = field(
         default="bnpo",
