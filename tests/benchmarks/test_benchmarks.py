@@ -565,6 +565,7 @@ def test_sb3_actor_samples_from_the_policys_softmax_when_not_greedy():
 
 
 def test_control_vs_sb3_gives_ppo_on_minatar_rl_zoos_atari_settings_our_torso_and_no_threshold():
+    pytest.importorskip("rl_zoo3", reason="rl-zoo3's settings need the control extra: pip install -e '.[control]'")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import control_vs_sb3 as c
