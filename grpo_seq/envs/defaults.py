@@ -22,7 +22,8 @@ __all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IM
 # CartPole's several passes over a step's batch (where a run asks for them, as Stable-Baselines3's
 # README example does: n_epochs=10, a fixed rate) end once the policy has moved this far from the
 # one that sampled the batch: without a limit, runs that balance the pole for 500 steps later fall
-# back on some seeds. At one pass (the family's mu = 1) it never stops one.
+# back on some seeds. The family's one pass of one minibatch it never stops (that minibatch is scored by
+# the policy that sampled it).
 # The evidence: benchmarks/results/sb3_readme_example.
 CARTPOLE_TARGET_KL = 0.002
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
