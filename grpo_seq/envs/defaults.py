@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IMAGES", "MUJOCO", "NO_ANCHORS", "PER_ENV", "per_env"]
+__all__ = ["ENV_DEFAULTS", "ENV_FAMILY", "ENV_OVERRIDES", "FAMILY_PREFIXES", "IMAGES", "MUJOCO", "NO_ANCHORS", "PER_ENV",
+           "image_defaults", "per_env"]
 
 # CartPole's several passes over a step's batch (where a run asks for them, as Stable-Baselines3's
 # README example does: n_epochs=10, a fixed rate) end once the policy has moved this far from the
@@ -145,10 +146,22 @@ ALTERNATIVES_MAX_DEFAULT_G = 4096
 PER_ENV = "default: per env family (grpo_seq.envs.defaults)"
 
 
+def _own(env_id: str | None) -> dict[str, Any]:
+    """The settings ``env_id`` has over its family's: its prefix's, then its own overrides."""
+    by_prefix = next((v for prefix, v in FAMILY_PREFIXES.items() if (env_id or "").startswith(prefix)), {})
+    return {**by_prefix, **ENV_OVERRIDES.get(env_id or "", {})}
+
+
 def per_env(env_id: str | None) -> dict[str, Any]:
     """The defaults of ``env_id``'s family with the env's own overrides (an env without an id:
     the family of every other env)."""
-    family = ENV_FAMILY.get(env_id or "", "default")
-    by_prefix = next((v for prefix, v in FAMILY_PREFIXES.items() if (env_id or "").startswith(prefix)), {})
-    return {**ENV_DEFAULTS[family], **by_prefix, **ENV_OVERRIDES.get(env_id or "", {})}
+    return {**ENV_DEFAULTS[ENV_FAMILY.get(env_id or "", "default")], **_own(env_id)}
+
+
+def image_defaults(env_id: str | None) -> dict[str, Any]:
+    """What an env whose observations turn out to be images takes over its family's defaults
+    (:data:`IMAGES`), where its own settings say nothing else: an env's observation space is
+    known only once the env is made, after its spec has taken the family's values."""
+    own = _own(env_id)
+    return {k: v for k, v in IMAGES.items() if k not in own}
 

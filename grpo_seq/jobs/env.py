@@ -36,7 +36,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
-from ..envs.defaults import per_env
+from ..envs.defaults import image_defaults, per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import ConfigError, require
 from ..scoring.evaluation import PolicyEvaluator, eval_stream_seed
@@ -144,6 +144,17 @@ def make_policy(spec: EnvJob) -> CategoricalMLPPolicy:
                                 orthogonal_init=spec.orthogonal_init, obs_shift=shift, **head)
 
 
+def take_image_defaults(spec: EnvJob, policy: nn.Module) -> None:
+    """A policy over images (one convolutional torso): the options ``spec`` left to its env's family
+    take :func:`grpo_seq.envs.defaults.image_defaults` instead, as Stable-Baselines3's ``CnnPolicy``
+    does through the ``GRPO`` door. Known only now: the env's observations are seen once it is made."""
+    if "image_shape" not in getattr(policy, "init_kwargs", {}):
+        return
+    for name, value in image_defaults(spec.env_id).items():
+        if name in getattr(spec, "family_filled", ()):
+            setattr(spec, name, value)
+
+
 def action_head(spec: EnvJob, env: Any) -> dict[str, Any]:
     """The policy's head options: ``spec.action_head`` for a continuous action (a Gaussian is refused
     for any other, naming the env's action space); the categorical head otherwise."""
@@ -248,7 +259,9 @@ class EnvRun:
         if spec.record and self.is_main_process:  # fail now, not after training, when the renderer is missing
             check_renderer(spec.env_id)
         # The policy first (its observation scale sizes the bonus's cells); parameters start equal everywhere.
-        policy = policy if policy is not None else make_policy(spec)
+        if policy is None:
+            policy = make_policy(spec)
+            take_image_defaults(spec, policy)
         if spec.eval_every:
             spec.solved_return = solved_threshold(spec)
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")

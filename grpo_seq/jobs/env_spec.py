@@ -273,6 +273,7 @@ class EnvJob(JobSpec, LoopConfig):
         unset = {name for name in defaults if getattr(self, name) is None}
         for name in unset:
             setattr(self, name, defaults[name])
+        self.family_filled = frozenset(unset)  # not an option: which values the family gave (EnvRun: images)
         if "minibatch_tokens" in unset and (self.num_minibatches != 1 or token_minibatch_conflict(
                 self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold)):
             self.minibatch_tokens = 0  # the env's default yields to minibatches of whole episodes
