@@ -120,6 +120,12 @@ _MINIGRID = dict(env_wrappers=["minigrid.wrappers:FlatObsWrapper"], max_episode_
 _ATARI = dict(**IMAGES, env_wrappers=["grpo_seq.envs.atari:atari_wrapper"], max_episode_steps=4_500,
               total_env_steps=10_000_000, eval_every=250_000)
 FAMILY_PREFIXES: dict[str, dict[str, Any]] = {"MiniGrid-": _MINIGRID, "BabyAI-": _MINIGRID, "ALE/": _ATARI}
+# Box2D's walker and racing car: rl-zoo3's budgets for PPO there, so that both train alike; the car
+# reads rl-zoo3's frames (grpo_seq.envs.car_racing: every second frame, grey, 64 x 64, two stacked)
+# through the convolutional torso, at its rate and group (IMAGES).
+ENV_OVERRIDES["BipedalWalker-v3"] = dict(total_env_steps=5_000_000, eval_every=50_000)
+ENV_OVERRIDES["CarRacing-v3"] = dict(**IMAGES, env_wrappers=["grpo_seq.envs.car_racing:car_racing_wrapper"],
+                                     total_env_steps=4_000_000, eval_every=50_000)
 # rl-zoo3's budget for PPO there, so that both train alike beside each other
 # (benchmarks/results/workloads_vs_sb3); the learning rate reaches 0 at its end.
 ENV_OVERRIDES["MiniGrid-Empty-Random-5x5-v0"] = dict(total_env_steps=100_000, eval_every=5_000)

@@ -89,3 +89,38 @@ def test_atari_envs_take_sb3s_preprocessing_and_four_stacked_frames_by_default()
     frames = env.unwrapped.ale.getEpisodeFrameNumber()
     env.step(0)
     assert env.unwrapped.ale.getEpisodeFrameNumber() - frames == 4
+
+
+def test_car_racing_takes_rl_zoos_frames_two_stacked_by_default():
+    import gymnasium as gym
+    import numpy as np
+
+    from grpo_seq.envs.car_racing import car_racing_wrapper
+    from grpo_seq.envs.defaults import IMAGES
+    from grpo_seq.jobs.env_spec import EnvJob
+
+    spec = EnvJob(env_id="CarRacing-v3")
+    assert spec.env_wrappers == ["grpo_seq.envs.car_racing:car_racing_wrapper"]
+    assert (spec.learning_rate, spec.num_generations) == (IMAGES["learning_rate"], IMAGES["num_generations"])
+    for package in ("cv2", "rl_zoo3"):
+        pytest.importorskip(package)
+
+    class Road(gym.Env):  # CarRacing's frames and actions, a reward of 1 a frame
+        observation_space = gym.spaces.Box(0, 255, (96, 96, 3), np.uint8)
+        action_space = gym.spaces.Box(np.array([-1.0, 0.0, 0.0]), 1.0, dtype=np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.frames = 0
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            self.frames += 1
+            return np.full((96, 96, 3), 200, np.uint8), 1.0, False, self.frames >= 3, {}
+
+    env = car_racing_wrapper(Road())
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == env.observation_space.shape == (2, 64, 64) and obs.dtype.name == "uint8"
+    obs, reward, _, truncated, _ = env.step(env.action_space.sample())
+    assert reward == 2.0 and not truncated and (obs[-1] == 200).all()  # two frames a step, grey kept at 200
+    assert env.step(env.action_space.sample())[1:4] == (1.0, False, True)  # the third frame ends it: one summed
