@@ -1001,6 +1001,12 @@ def agent_overhead() -> tuple[str, list]:
     return text, head
 
 
+def _passed(k: int, n: int, wilson_interval) -> str:
+    """``k of n (lo-hi%; 10 in a row: r%)``: the pass rate's 95% interval, and the rate to the tenth power."""
+    lo, hi = wilson_interval(k, n)
+    return f"{k} of {n} ({100 * lo:.0f}-{100 * hi:.0f}%; 10 in a row: {100 * (k / n) ** 10:.0f}%)"
+
+
 def sb3_readme_example() -> tuple[str, list]:
     """SB3's README example through our GRPO over seeds: every greedy episode at 475 or more."""
     if not (RESULTS / "sb3_readme_example/result.json").is_file():
@@ -1009,6 +1015,8 @@ def sb3_readme_example() -> tuple[str, list]:
     arms: dict[str, list] = {}
     for r in d["rows"]:
         arms.setdefault(r["arm"], []).append(r)
+    from grpo_seq.math.stats import wilson_interval
+
     base = {r["seed"]: r["passed"] for r in arms.get("the example", [])}
     rows = []
     for arm, runs in arms.items():
@@ -1018,7 +1026,7 @@ def sb3_readme_example() -> tuple[str, list]:
                   f"{sum(base[r['seed']] and not r['passed'] for r in common)} of {len(common)}")
         commits = sorted({(r.get("commit") or "")[:7] for r in runs} - {""})
         rows.append([arm, f"`{json.dumps(runs[0]['over'])}`" if runs[0]["over"] else "-", len(runs),
-                     f"{sum(r['passed'] for r in runs)} of {len(runs)}",
+                     _passed(sum(r["passed"] for r in runs), len(runs), wilson_interval),
                      fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired, ", ".join(commits) or "-"])
     st = d["settings"]
     text = ("## Stable-Baselines3's README example through GRPO, over seeds\n\n"
@@ -1026,7 +1034,9 @@ def sb3_readme_example() -> tuple[str, list]:
             + ", ".join(f"{k}={v}" for k, v in st["example"].items())
             + f")` (SB3's meaning: a constant rate, minibatches of 64 env steps, 10 passes), {st['steps']:,} env steps, "
             f"then {st['episodes']} greedy episodes; a seed passes when its lowest return is at least {st['bar']}. "
+            "The example takes the env's defaults for what it leaves unset (CartPole's `target_kl` among them). "
             "An arm adds GRPO options to the example's (`PPO (SB3)`: SB3's own PPO on the example, the reference); "
+            "passed: with its 95% Wilson interval, and how often ten runs in a row would all pass at that rate; "
             "fixed / broken: the seeds it passes that the example fails, and the other way round, on the seeds both ran; "
             "commit: the code an arm ran (a seed's run changes with the code, so arms of different commits pair only "
             "loosely).\n\n"
