@@ -87,9 +87,10 @@ class EnvJob(JobSpec, LoopConfig):
                   "from the network and a learned log std, as Stable-Baselines3's PPO; grpo_seq.policies.mlp). "
                   f"{PER_ENV}."},
     )
-    log_std_init: float = field(
-        default=0.0, metadata={"help": "action_head gaussian: the log std each dimension starts at, in units where "
-                               "the dimension's range is [-1, 1] (Stable-Baselines3's log_std_init)."}
+    log_std_init: float | None = field(
+        default=None, metadata={"help": "action_head gaussian: the log std each dimension starts at, in units where "
+                                "the dimension's range is [-1, 1] (Stable-Baselines3's log_std_init). "
+                                f"{PER_ENV}."}
     )
     obs_scale: list[float] = field(
         default_factory=list,

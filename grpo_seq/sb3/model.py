@@ -153,8 +153,11 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
               **arguments.policy_options(self.policy_kwargs)}
         arguments.check_torso_widths(kw)
         if codec.action_values is not None:  # a continuous action: the values the env's codec took, its env's head
+            family = per_env(_env_id(source))
             kw.setdefault("action_bins", codec.action_values.shape[1])
-            kw.setdefault("action_head", per_env(_env_id(source))["action_head"])
+            kw.setdefault("action_head", family["action_head"])
+            if kw["action_head"] == "gaussian":
+                kw.setdefault("log_std_init", family["log_std_init"])
         if "obs_scale" not in kw:
             kw.update(_obs_units(source, self.seed or 0))
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
