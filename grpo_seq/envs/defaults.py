@@ -86,9 +86,9 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
 # (rl-zoo3 takes 10 to 20 epochs of small minibatches there): 10 passes of 500-step minibatches, at a
 # rate those many steps take; rl-zoo3's budget for PPO on them. Each joint's torque as 41 values
 # weighed by a Gaussian that starts narrow (log std -2 of the range's half-width, rl-zoo3's
-# log_std_init for PPO on HalfCheetah, Hopper and Humanoid): a free categorical starts uniform over the whole range, and
-# a cheetah flailing at random torques ended its budget far lower on the tuning seeds
-# (docs/experiments.md, "HalfCheetah-v5: ...").
+# log_std_init for PPO on HalfCheetah, Hopper and Humanoid): a free categorical starts uniform over
+# the whole range, and a cheetah flailing at random torques ended its budget far lower on the
+# tuning seeds (docs/experiments.md, "HalfCheetah-v5: ...").
 MUJOCO = dict(mu=10, minibatch_tokens=500, learning_rate=1e-3, action_head="gaussian", log_std_init=-2.0, action_bins=41,
               total_env_steps=1_000_000, eval_every=20_000)
 for _task in ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
