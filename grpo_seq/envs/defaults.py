@@ -36,8 +36,8 @@ ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "default": dict(num_generations=4, num_groups=1, mu=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
                     scale_rewards="group", absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
                     obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
-                    action_head="categorical", log_std_init=0.0, target_kl=0.0, total_env_steps=500_000, eval_every=10_000,
-                    eval_greedy=True),
+                    action_head="categorical", log_std_init=0.0, target_kl=0.0, total_env_steps=500_000,
+                    eval_every=10_000, eval_greedy=True),
 }
 ENV_FAMILY = {"CartPole-v0": "cartpole", "CartPole-v1": "cartpole"}
 # the envs whose settings were measured before anchor steps existed (their records stand as measured)
@@ -89,8 +89,8 @@ for _game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"):
 # log_std_init for PPO on HalfCheetah, Hopper and Humanoid): a free categorical starts uniform over
 # the whole range, and a cheetah flailing at random torques ended its budget far lower on the
 # tuning seeds (docs/experiments.md, "HalfCheetah-v5: ...").
-MUJOCO = dict(mu=10, minibatch_tokens=500, learning_rate=1e-3, action_head="gaussian", log_std_init=-2.0, action_bins=41,
-              total_env_steps=1_000_000, eval_every=20_000)
+MUJOCO = dict(mu=10, minibatch_tokens=500, learning_rate=1e-3, action_head="gaussian", log_std_init=-2.0,
+              action_bins=41, total_env_steps=1_000_000, eval_every=20_000)
 for _task in ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
               "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d"):
     for _version in ("v4", "v5"):

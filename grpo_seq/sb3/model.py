@@ -82,8 +82,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                  policy_kwargs: dict[str, Any] | None = None, device: str = "auto", stats_window_size: int = 100,
                  group_mode: str = "episodes", horizon: int = 1, max_episode_steps: int | None = None,
                  exploration_bonus: float | None = None, _policy: nn.Module | None = None, **kwargs: Any):
-        if "target_kl" in kwargs and kwargs["target_kl"] is None:  # PPO's None, given: no limit (left out: the env's default)
-            kwargs["target_kl"] = 0.0
+        if "target_kl" in kwargs and kwargs["target_kl"] is None:  # PPO's None, given: no limit
+            kwargs["target_kl"] = 0.0  # (left out, the env's default applies)
         ppo_only = {k: kwargs.pop(k) for k in list(kwargs) if k in arguments.PPO_ONLY}
         sb3 = dict(learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma,
                    group_size=group_size, clip_range=clip_range, max_grad_norm=max_grad_norm, ent_coef=ent_coef)
