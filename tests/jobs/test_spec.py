@@ -47,10 +47,12 @@ def test_mujoco_takes_ppo_like_passes_of_minibatches_and_other_envs_one_pass():
     assert EnvJob(env_id="CartPole-v1").mu == 1 and EnvJob(env_id="Acrobot-v1").mu == 1
     assert EnvJob(env_id="Hopper-v5", mu=2).mu == 2  # given, it wins
     assert spec_from_dict(spec_to_dict(hopper)) == hopper
-    # each joint's torque over 41 values under a Gaussian that starts narrow; Pendulum's starts wide
-    assert (hopper.action_head, hopper.log_std_init, hopper.action_bins) == ("gaussian", -2.0, 41)
+    # HalfCheetah: each joint's torque over 41 values under a Gaussian that starts narrow; Pendulum's
+    # starts wide; Hopper keeps the categorical
+    assert (cheetah4.action_head, cheetah4.log_std_init, cheetah4.action_bins) == ("gaussian", -2.0, 41)
     assert (pendulum.action_head, pendulum.log_std_init) == ("gaussian", 0.0)
-    assert EnvJob(env_id="Hopper-v5", log_std_init=-1.0).log_std_init == -1.0
+    assert (hopper.action_head, hopper.action_bins) == ("categorical", None)
+    assert EnvJob(env_id="HalfCheetah-v5", log_std_init=-1.0).log_std_init == -1.0
 
 
 def test_an_envs_minibatches_of_env_steps_yield_to_a_loss_over_whole_episodes():

@@ -80,13 +80,13 @@ def test_a_registered_env_takes_its_jobs_head_and_values_unless_policy_kwargs_na
         GRPO("MlpPolicy", "MountainCarContinuous-v0", policy_kwargs=dict(log_std_init=-1.0))
 
 
-def test_a_mujoco_env_takes_its_familys_narrow_gaussian_unless_policy_kwargs_name_one():
+def test_halfcheetah_takes_its_narrow_gaussian_unless_policy_kwargs_name_one():
     pytest.importorskip("mujoco")
-    model = GRPO("MlpPolicy", "InvertedPendulum-v5", seed=0)
-    assert (model.policy.action_head, model.policy.action_nvec) == ("gaussian", [41])
-    assert model.policy.log_std.tolist() == [-2.0]  # the family's start, not SB3's 0
-    mine = GRPO("MlpPolicy", "InvertedPendulum-v5", seed=0, policy_kwargs=dict(log_std_init=-1.0))
-    assert mine.policy.log_std.tolist() == [-1.0]
+    model = GRPO("MlpPolicy", "HalfCheetah-v5", seed=0)
+    assert (model.policy.action_head, model.policy.action_nvec) == ("gaussian", [41] * 6)
+    assert model.policy.log_std.tolist() == [-2.0] * 6  # the env's start, not SB3's 0
+    mine = GRPO("MlpPolicy", "HalfCheetah-v5", seed=0, policy_kwargs=dict(log_std_init=-1.0))
+    assert mine.policy.log_std.tolist() == [-1.0] * 6
 
 
 def test_an_unbounded_action_needs_a_clip_range():
