@@ -93,8 +93,8 @@ for _task in ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "In
 # HalfCheetah: each joint's torque as 41 values weighed by a Gaussian that starts narrow (log std -2
 # of the range's half-width, rl-zoo3's log_std_init for PPO there). A free categorical starts uniform
 # over the whole range, and a cheetah flailing at random torques ended its budget far lower on the
-# tuning seeds (docs/experiments.md, "HalfCheetah-v5: ..."). Hopper ended lower with it on the
-# benchmark's seeds, so the other tasks keep the categorical.
+# tuning seeds (docs/experiments.md, "HalfCheetah-v5: ..."). Hopper's ended lower with it
+# (docs/experiments.md, "Hopper-v5: ..."), so the other tasks keep the categorical.
 NARROW_GAUSSIAN = dict(action_head="gaussian", log_std_init=-2.0, action_bins=41)
 for _version in ("v4", "v5"):
     ENV_OVERRIDES[f"HalfCheetah-{_version}"] = {**MUJOCO, **NARROW_GAUSSIAN}
