@@ -8,11 +8,9 @@ import numpy as np
 from grpo_seq.jobs.env_spec import EnvJob
 
 
-class _ImageAndPos(gym.Env):
-    """A Dict of a uint8 image (channels last) and a position."""
+class _Samples(gym.Env):
+    """One-step episodes of random observations from ``observation_space``."""
 
-    observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (10, 10, 2), np.uint8),
-                                         "pos": gym.spaces.Box(-1, 1, (3,), np.float32)})
     action_space = gym.spaces.Discrete(2)
 
     def reset(self, *, seed=None, options=None):
@@ -21,6 +19,13 @@ class _ImageAndPos(gym.Env):
 
     def step(self, action):
         return self.observation_space.sample(), 0.0, True, False, {}
+
+
+class _ImageAndPos(_Samples):
+    """A Dict of a uint8 image (channels last) and a position."""
+
+    observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (10, 10, 2), np.uint8),
+                                         "pos": gym.spaces.Box(-1, 1, (3,), np.float32)})
 
 
 def test_the_env_job_gives_a_dicts_image_part_a_torso_of_its_own():
@@ -38,18 +43,10 @@ def test_the_env_job_gives_a_dicts_image_part_a_torso_of_its_own():
     assert policy.init_kwargs["obs_parts"][1] == {"size": 3} and policy.numpy_acting is False
 
 
-class _Pixels(gym.Env):
+class _Pixels(_Samples):
     """A uint8 image (channels last) and nothing else."""
 
     observation_space = gym.spaces.Box(0, 255, (10, 10, 2), np.uint8)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        return self.observation_space.sample(), 0.0, True, False, {}
 
 
 def test_an_image_env_of_the_default_family_takes_the_torsos_rate_and_group_unless_given(tmp_path):
