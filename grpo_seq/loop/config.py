@@ -306,3 +306,8 @@ class LoopConfig(ConfigChecks):
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def reuses_batch(self) -> bool:
+        """Whether the policy moves before a step's last minibatch (pi_old is then not pi_theta)."""
+        return self.mu * self.num_minibatches > 1 or self.minibatch_tokens > 0

@@ -38,12 +38,6 @@ class Scoring:
         if config.beta > 0 and not self.ref_is_base:
             self.ref_policy = copy.deepcopy(policy).requires_grad_(False).eval().to(accelerator.device)
 
-    @property
-    def reuses_batch(self) -> bool:
-        """Whether the policy moves before the batch's last minibatch (pi_old is then not pi_theta)."""
-        cfg = self.config
-        return cfg.mu * cfg.num_minibatches > 1 or cfg.minibatch_tokens > 0
-
     @torch.no_grad()
     def score(self, policy: nn.Module, batch: RolloutBatch, rows: Tensor | None = None) -> Tensor:
         """Log-probs ``(B, T)`` of the batch's tokens under ``policy``, in micro-batches, no gradients;
@@ -67,7 +61,7 @@ class Scoring:
     def score_old(self, policy: nn.Module, batch: RolloutBatch, live: Tensor) -> None:
         """``batch.old_logp`` under the sampling policy when it will be updated more than once; with
         one update pi_old is pi_theta, and its log-probs are the current ones, detached, at no cost."""
-        if self.reuses_batch and batch.old_logp is None:
+        if self.config.reuses_batch and batch.old_logp is None:
             with self.accelerator.autocast():
                 batch.old_logp = self.score(policy, batch, rows=live)
 
@@ -80,7 +74,7 @@ class Scoring:
             return compute_advantages(batch, cfg, weights)
         with self.accelerator.autocast():
             logp = self.score(policy, batch)  # pi_old: the policy that sampled
-        if self.reuses_batch:
+        if self.config.reuses_batch:
             batch.old_logp = logp
         kl_t = kl_estimate(logp, batch.ref_logp, cfg.kl_estimator)
         name = "rewards" if cfg.advantage == "outcome" else "step_rewards"

@@ -84,6 +84,9 @@ class PolicyUpdate:
         self.config, self.accelerator, self.model, self.optimizer = config, accelerator, model, optimizer
         self.policy, self.params, self.shuffle_gen, self.guard = policy, params, shuffle_gen, guard
         self.entropy_control = entropy_control
+        # target_kl watches the ratio only where it can move: with one optimizer step a batch, pi_old is
+        # the policy being trained (its log-probs detached), and the estimate would be 0 throughout
+        self.watch_kl = bool(config.target_kl) and config.reuses_batch
         self.variant = LossVariant.from_config(config)  # the GRPO family's per-token choices
         # importance sampling against a sampler that is not the policy (LMJob.sampler_correction), or None
         self.correction: dict[str, Any] | None = getattr(config, "sampler_correction", None)
@@ -124,7 +127,7 @@ class PolicyUpdate:
             stats.grad_norms.append(zero)
             stats.skipped = True
             return stats
-        if cfg.target_kl:  # on every process, so that every process logs it (step_metrics)
+        if self.watch_kl:  # on every process, so that every process logs it (step_metrics)
             stats.token_sums["approx_kl"] = torch.zeros((), device=acc.device)
         for _ in range(cfg.mu):
             for part, idx, part_live in self.minibatches(batch, parts, live):
@@ -141,7 +144,7 @@ class PolicyUpdate:
 
     def _kl_sums(self, stats: UpdateStats) -> Tensor | None:
         """``[sum of token approximate KLs, tokens]`` so far this step (with ``target_kl`` only)."""
-        return _sums(stats, "approx_kl") if self.config.target_kl else None
+        return _sums(stats, "approx_kl") if self.watch_kl else None
 
     def _over_target_kl(self, stats: UpdateStats, before: Tensor | None) -> bool:
         """Whether the minibatch just scored moved the policy past ``1.5 x target_kl`` from the one that
@@ -276,7 +279,7 @@ class PolicyUpdate:
             variant=variant, sampler_logp_t=sub.sampler_logp,
         )
         stats["entropy"] = aggregate(entropy_t.detach(), sub.mask, "bnpo")
-        if cfg.target_kl:  # Stable-Baselines3's estimate: mean of (r - 1) - log r over the tokens
+        if self.watch_kl:  # Stable-Baselines3's estimate: mean of (r - 1) - log r over the tokens
             log_r = (logp_t - old_logp_t).detach()
             stats["approx_kl"] = aggregate(torch.expm1(log_r) - log_r, sub.mask, "bnpo")
         return loss, {**stats, **sampling}
