@@ -41,12 +41,13 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
 
     from grpo_seq import GRPOLoop
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
-    from grpo_seq.jobs.env import env_form, eval_greedy, make_policy, make_sampler, solved_threshold
+    from grpo_seq.jobs.env import env_form, eval_greedy, make_policy, make_sampler, solved_threshold, take_image_defaults
     from grpo_seq.jobs.env_spec import EnvJob
 
     args = EnvJob(seed=seed, **overrides)
     set_seed(seed)
     policy = make_policy(args)
+    take_image_defaults(args, policy)  # as the recipe's run: an image env's rate and group
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOLoop(args, policy, sampler, accelerator)

@@ -1001,8 +1001,10 @@ def agent_overhead() -> tuple[str, list]:
     return text, head
 
 
-def _passed(k: int, n: int, wilson_interval) -> str:
+def _passed(k: int, n: int) -> str:
     """``k of n (lo-hi%; 10 in a row: r%)``: the pass rate's 95% interval, and the rate to the tenth power."""
+    from grpo_seq.math.stats import wilson_interval
+
     lo, hi = wilson_interval(k, n)
     return f"{k} of {n} ({100 * lo:.0f}-{100 * hi:.0f}%; 10 in a row: {100 * (k / n) ** 10:.0f}%)"
 
@@ -1015,8 +1017,6 @@ def sb3_readme_example() -> tuple[str, list]:
     arms: dict[str, list] = {}
     for r in d["rows"]:
         arms.setdefault(r["arm"], []).append(r)
-    from grpo_seq.math.stats import wilson_interval
-
     base = {r["seed"]: r["passed"] for r in arms.get("the example", [])}
     rows = []
     for arm, runs in arms.items():
@@ -1026,7 +1026,7 @@ def sb3_readme_example() -> tuple[str, list]:
                   f"{sum(base[r['seed']] and not r['passed'] for r in common)} of {len(common)}")
         commits = sorted({(r.get("commit") or "")[:7] for r in runs} - {""})
         rows.append([arm, f"`{json.dumps(runs[0]['over'])}`" if runs[0]["over"] else "-", len(runs),
-                     _passed(sum(r["passed"] for r in runs), len(runs), wilson_interval),
+                     _passed(sum(r["passed"] for r in runs), len(runs)),
                      fmt(statistics.median(min(r["returns"]) for r in runs), ".0f"), paired, ", ".join(commits) or "-"])
     st = d["settings"]
     text = ("## Stable-Baselines3's README example through GRPO, over seeds\n\n"
