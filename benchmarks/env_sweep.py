@@ -43,6 +43,7 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     from grpo_seq.scoring.evaluation import PolicyEvaluator, eval_stream_seed
     from grpo_seq.jobs.env import env_form, eval_greedy, make_policy, make_sampler, solved_threshold, take_image_defaults
     from grpo_seq.jobs.env_spec import EnvJob
+    from grpo_seq.jobs.obs_norm import ObsNorm
 
     args = EnvJob(seed=seed, **overrides)
     set_seed(seed)
@@ -51,11 +52,14 @@ def run(seed: int, overrides: dict, eval_every: int, cap: int, after: int, accel
     args.solved_return = solved_threshold(args)
     sampler = make_sampler(args, 0, policy.init_kwargs["obs_scale"])
     trainer = GRPOLoop(args, policy, sampler, accelerator)
+    obs_norm = ObsNorm(policy, accelerator) if args.obs_norm else None  # as the recipe's run
     evaluate = PolicyEvaluator(args.env_id, args.eval_episodes, seed=eval_stream_seed(seed),
                                greedy=eval_greedy(args.env_id, args.eval_greedy), **env_form(args))  # as the recipe
     next_eval, solved, later, ret, start = eval_every, None, [], None, time.perf_counter()
     while trainer.tokens_sampled < min(cap, args.total_env_steps):
         trainer.step(progress=trainer.tokens_sampled / args.total_env_steps)
+        if obs_norm is not None:
+            obs_norm.observe(trainer.last_batch)
         if trainer.tokens_sampled < next_eval:
             continue
         next_eval = (trainer.tokens_sampled // eval_every + 1) * eval_every

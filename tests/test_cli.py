@@ -53,7 +53,8 @@ def test_yaml_to_config_json_round_trip_with_flags_winning(tmp_path):
     assert written == {**cfg, "seed": 7, "num_groups": 1, "mu": 1, "exploration_bonus": 0.0, "solved_return": 475.0,
                        "advantage": "stepwise", "scale_rewards": "group", "absorb_ended": False, "adam_beta2": 0.95,
                        "obs_center": False, "ent_coef": 0.0, "minibatch_tokens": 0, "step_advantage_w": 0.0,
-                       "eval_greedy": True, "action_head": "categorical", "target_kl": 0.002, "log_std_init": 0.0}
+                       "eval_greedy": True, "action_head": "categorical", "target_kl": 0.002, "log_std_init": 0.0,
+                       "obs_norm": False}
     assert json.loads((tmp_path / "run/summary.json").read_text())["seed"] == 7
 
 

@@ -30,12 +30,12 @@ CARTPOLE_TARGET_KL = 0.002
 ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": dict(num_generations=2, num_groups=1, mu=1, learning_rate=2e-2, gamma=0.98, advantage="stepwise",
                      scale_rewards="group", absorb_ended=False, adam_beta2=0.95, exploration_bonus=0.0,
-                     obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=0.0, total_env_steps=50_000,
-                     action_head="categorical", log_std_init=0.0, target_kl=CARTPOLE_TARGET_KL,
+                     obs_center=False, obs_norm=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=0.0,
+                     total_env_steps=50_000, action_head="categorical", log_std_init=0.0, target_kl=CARTPOLE_TARGET_KL,
                      eval_every=5_000, eval_greedy=True),
     "default": dict(num_generations=4, num_groups=1, mu=1, learning_rate=5e-3, gamma=0.99, advantage="stepwise",
                     scale_rewards="group", absorb_ended=True, adam_beta2=0.95, exploration_bonus=0.01,
-                    obs_center=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
+                    obs_center=False, obs_norm=False, ent_coef=0.0, minibatch_tokens=0, step_advantage_w=1.0,
                     action_head="categorical", log_std_init=0.0, target_kl=0.0, total_env_steps=500_000,
                     eval_every=10_000, eval_greedy=True),
 }

@@ -60,6 +60,7 @@ from .budget import record_frames, shrink
 from .callbacks import JobCallbacks, Progress, as_callbacks
 from .env_spec import EnvJob
 from .folder import resolve_run_dir
+from .obs_norm import ObsNorm, saved_moments
 
 __all__ = ["EnvRun", "EnvLoopState", "run_env_job", "make_policy", "make_sampler", "solved_threshold", "load_actor",
            "check_spaces", "env_form", "env_wrappers", "eval_greedy", "env_codec", "policy_action_bins",
@@ -150,7 +151,7 @@ def take_image_defaults(spec: EnvJob, policy: nn.Module) -> None:
     does through the ``GRPO`` door. Known only now: the env's observations are seen once it is made."""
     if "image_shape" not in getattr(policy, "init_kwargs", {}):
         return
-    for name, value in image_defaults(spec.env_id).items():
+    for name, value in {**image_defaults(spec.env_id), "obs_norm": False}.items():  # pixels have their own scale
         if name in getattr(spec, "family_filled", ()):
             setattr(spec, name, value)
 
@@ -236,6 +237,7 @@ class EnvLoopState:
     next_eval: int = 0
     eval_seed: int = 0
     elapsed: float = 0.0
+    obs_moments: dict | None = None  # --obs_norm: the running moments the policy's units follow
 
 
 class EnvRun:
@@ -267,6 +269,9 @@ class EnvRun:
         obs_scale = getattr(policy, "init_kwargs", {}).get("obs_scale")
         sampler = sampler or make_sampler(spec, self.accelerator.process_index, obs_scale, env_fn, reward_fn)
         check_budget(spec, sampler.num_envs * self.accelerator.num_processes)
+        self.obs_norm = ObsNorm(policy, self.accelerator) if spec.obs_norm else None
+        if self.obs_norm is not None and spec.resume_from:  # the units the checkpoint's weights were trained in
+            self.obs_norm.load_state_dict(saved_moments(spec.resume_from))
         self.trainer = GRPOLoop(spec, policy, sampler, self.accelerator, make_optimizer=make_optimizer)
         # Same eval seeds on every process: equal parameters give equal returns, so all agree.
         self.evaluate = PolicyEvaluator(spec.env_id, spec.eval_episodes, seed=eval_stream_seed(spec.seed),
@@ -333,6 +338,8 @@ class EnvRun:
         self.state.elapsed = time.perf_counter() - self._start
         if self.evaluate is not None:
             self.state.eval_seed = self.evaluate.seed
+        if self.obs_norm is not None:
+            self.state.obs_moments = self.obs_norm.state_dict()
         return dataclasses.asdict(self.state)
 
     def progress(self) -> Progress:
@@ -354,6 +361,8 @@ class EnvRun:
         m = trainer.step(progress=self.env_steps / spec.total_env_steps if progress is None else progress,
                          learning_rate=learning_rate, epsilon=epsilon)
         self.last_metrics = m
+        if self.obs_norm is not None:
+            self.obs_norm.observe(trainer.last_batch)
         due = self.env_steps >= self.state.next_eval or self.done
         return m, self._evaluate() if self.evaluate is not None and due else None
 

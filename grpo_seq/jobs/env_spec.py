@@ -105,6 +105,14 @@ class EnvJob(JobSpec, LoopConfig):
                   "its largest |value|. For observations that sit far off 0, such as MountainCar's position. "
                   f"{PER_ENV}.", "nargs": "?", "const": True},
     )
+    obs_norm: bool | None = field(
+        default=None,
+        metadata={"help": "Move the observation units after every update to the running mean and standard deviation of "
+                  "every observation trained on so far (Stable-Baselines3's VecNormalize, without its clipping), "
+                  "instead of keeping random play's: for observations whose range grows as the policy learns, "
+                  f"such as a running robot's velocities. Saved with the policy. {PER_ENV}.",
+                  "nargs": "?", "const": True},
+    )
     exploration_bonus: float | None = field(
         default=None,
         metadata={"help": "Scale of a count-based bonus, scale / sqrt(visits), added to each step's training reward "
@@ -266,6 +274,10 @@ class EnvJob(JobSpec, LoopConfig):
             and self.action_clip[0] < self.action_clip[1]), "must be two finite numbers, low < high")
         require(self, "obs_scale", all(math.isfinite(x) and x > 0 for x in self.obs_scale),
                 "every divisor must be a finite number > 0")
+        require(self, "obs_norm", not (self.obs_norm and self.obs_scale), "moves the units itself; leave --obs_scale out")
+        require(self, "obs_norm", not (self.obs_norm and self.beta and self.ref_sync_steps),
+                "moves the policy's units, and --ref_sync_steps would copy its weights into a reference of other "
+                "units; set one of them off")
 
     def _fill_per_env_defaults(self) -> None:
         """Options left None take their env family's defaults (the solved threshold is filled in
@@ -278,3 +290,5 @@ class EnvJob(JobSpec, LoopConfig):
         if "minibatch_tokens" in unset and (self.num_minibatches != 1 or token_minibatch_conflict(
                 self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold)):
             self.minibatch_tokens = 0  # the env's default yields to minibatches of whole episodes
+        if "obs_norm" in unset and self.obs_scale:
+            self.obs_norm = False  # the env's default yields to the units given

@@ -208,6 +208,17 @@ class CategoricalMLPPolicy(nn.Module):
                 "action_nvec": kwargs.get("action_nvec"), "image_scale": kwargs.get("image_scale"),
                 "obs_parts": kwargs.get("obs_parts"), "action_head": kwargs.get("action_head", "categorical")}
 
+    def set_obs_units(self, shift: Sequence[float], scale: Sequence[float]) -> None:
+        """Observations seen as ``(obs - shift) / scale`` from now on, saved with the policy (a running
+        normalisation moves them between updates: ``grpo_seq.jobs.obs_norm``)."""
+        if "image_shape" in self.init_kwargs or "obs_parts" in self.init_kwargs:
+            raise ValueError("set_obs_units: this policy reads images, whose pixels it scales itself")
+        scale, shift = _check_units(self.init_kwargs["obs_dim"], scale, shift)
+        device = self.net[0].weight.device
+        self.inv_obs_scale = 1.0 / torch.tensor(scale, device=device)
+        self.obs_shift = torch.tensor(shift, device=device)
+        self.init_kwargs.update(obs_scale=scale, obs_shift=shift)
+
     @property
     def uniform_entropy(self) -> float:
         """Nats per token of a policy choosing uniformly: log K, the mean over dimensions of a

@@ -90,8 +90,9 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
                          "the env job spec's; see the argument table in docs/guides/sb3.md)")
     if ours.get("eval_every") and env_id is None:
         raise UsageError("GRPO(eval_every=...): evaluation during learn needs an env with a registered id")
-    kw = {**(per_env(env_id) if env_id else UNREGISTERED), **(IMAGES if images else {}), **SURFACE_OWN, "eval_every": 0, **ours,
-          **(surface or {})}
+    # obs_norm off: PPO's policy sees the env's observations as they come (through the user's VecNormalize)
+    kw = {**(per_env(env_id) if env_id else UNREGISTERED), **(IMAGES if images else {}), **SURFACE_OWN, "eval_every": 0,
+          "obs_norm": False, **ours, **(surface or {})}
     if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
         kw.pop("minibatch_tokens", None)
     if "env_wrappers" not in ours:  # SB3 trains the env it is given as it is (the user wraps it: make_atari_env)
