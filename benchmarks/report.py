@@ -1138,6 +1138,11 @@ def beyond_cartpole(question: dict) -> bool:
 
 # What a question's rows show, in words: the numbers stay in its tables, drawn from the record. Keyed by question id.
 FINDINGS = {
+    "mujoco_obs_norm": (
+        "HalfCheetah's budget ended higher on both tuning seeds with the units following what it trains on; "
+        "a shorter horizon or wider layers beside them changed little more on two seeds, and three times the "
+        "budget reached the threshold on one seed of two. HalfCheetah takes `--obs_norm` since, within rl-zoo3's "
+        "1M env steps. Hopper ended no higher with it, and keeps random play's units."),
     "pendulum_gaussian": (
         "The same ten tuning seeds, the same passes: the torque's 21 values weighed by a Gaussian (a mean from the "
         "network, a learned log std) swung every seed up, where the free categorical over 11 left one hanging, and "

@@ -85,6 +85,7 @@ def test_halfcheetah_takes_its_narrow_gaussian_unless_policy_kwargs_name_one():
     model = GRPO("MlpPolicy", "HalfCheetah-v5", seed=0)
     assert (model.policy.action_head, model.policy.action_nvec) == ("gaussian", [41] * 6)
     assert model.policy.log_std.tolist() == [-2.0] * 6  # the env's start, not SB3's 0
+    assert model.config.obs_norm is False  # PPO's policy sees what the env (or a VecNormalize) gives
     mine = GRPO("MlpPolicy", "HalfCheetah-v5", seed=0, policy_kwargs=dict(log_std_init=-1.0))
     assert mine.policy.log_std.tolist() == [-1.0] * 6
 
