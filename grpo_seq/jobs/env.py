@@ -152,7 +152,7 @@ def take_image_defaults(spec: EnvJob, policy: nn.Module) -> None:
     if "image_shape" not in getattr(policy, "init_kwargs", {}):
         return
     for name, value in {**image_defaults(spec.env_id), "obs_norm": False}.items():  # pixels have their own scale
-        if name in getattr(spec, "family_filled", ()):
+        if name in getattr(spec, "family_filled", ()) and (name != "minibatch_tokens" or spec.takes_step_minibatches()):
             setattr(spec, name, value)
 
 

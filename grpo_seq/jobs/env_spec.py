@@ -279,6 +279,12 @@ class EnvJob(JobSpec, LoopConfig):
                 "moves the policy's units, and --ref_sync_steps would copy its weights into a reference of other "
                 "units; set one of them off")
 
+    def takes_step_minibatches(self) -> bool:
+        """Whether minibatches of env steps fit this run: its loss is a mean of per-step terms and
+        it asks for no minibatches of whole episodes."""
+        return self.num_minibatches == 1 and token_minibatch_conflict(
+            self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold) is None
+
     def _fill_per_env_defaults(self) -> None:
         """Options left None take their env family's defaults (the solved threshold is filled in
         by :func:`train`, once the env is known to exist and fit)."""
@@ -287,8 +293,7 @@ class EnvJob(JobSpec, LoopConfig):
         for name in unset:
             setattr(self, name, defaults[name])
         self.family_filled = frozenset(unset)  # not an option: which values the family gave (EnvRun: images)
-        if "minibatch_tokens" in unset and (self.num_minibatches != 1 or token_minibatch_conflict(
-                self.loss_type, self.importance_sampling_level, self.off_policy_mask_threshold)):
+        if "minibatch_tokens" in unset and not self.takes_step_minibatches():
             self.minibatch_tokens = 0  # the env's default yields to minibatches of whole episodes
         if "obs_norm" in unset and self.obs_scale:
             self.obs_norm = False  # the env's default yields to the units given

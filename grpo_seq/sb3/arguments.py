@@ -93,7 +93,8 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
     # obs_norm off: PPO's policy sees the env's observations as they come (through the user's VecNormalize)
     kw = {**(per_env(env_id) if env_id else UNREGISTERED), **(IMAGES if images else {}), **SURFACE_OWN, "eval_every": 0,
           "obs_norm": False, **ours, **(surface or {})}
-    if "minibatch_tokens" not in ours:  # left to the spec, whose env default yields to a loss over whole episodes
+    # left to the spec, whose env default yields to a loss over whole episodes; images' own where they fit
+    if "minibatch_tokens" not in ours and not (images and _token_loss(kw) and kw.get("num_minibatches", 1) == 1):
         kw.pop("minibatch_tokens", None)
     if "env_wrappers" not in ours:  # SB3 trains the env it is given as it is (the user wraps it: make_atari_env)
         kw["env_wrappers"] = []
