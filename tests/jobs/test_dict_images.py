@@ -60,7 +60,10 @@ def test_an_image_env_of_the_default_family_takes_the_torsos_rate_and_group_unle
         left = EnvJob(env_id="PixelsTest-v0", output_dir=str(tmp_path / "a"), eval_every=0)
         assert left.learning_rate == family["learning_rate"]  # the family's, until the env is seen
         EnvRun(left)
-        assert (left.learning_rate, left.num_generations) == (IMAGES["learning_rate"], IMAGES["num_generations"])
+        assert {k: getattr(left, k) for k in IMAGES} == IMAGES  # rate, group, passes, minibatches, horizon
+        whole = EnvJob(env_id="PixelsTest-v0", loss_type="dr_grpo", output_dir=str(tmp_path / "w"), eval_every=0)
+        EnvRun(whole)  # a loss over whole episodes takes no minibatches of steps, the rest as images do
+        assert (whole.minibatch_tokens, whole.num_groups, whole.gamma) == (0, IMAGES["num_groups"], IMAGES["gamma"])
         given = EnvJob(env_id="PixelsTest-v0", learning_rate=5e-3, output_dir=str(tmp_path / "b"), eval_every=0)
         run = EnvRun(given)
         assert given.learning_rate == 5e-3 and given.num_generations == IMAGES["num_generations"]

@@ -145,3 +145,13 @@ def test_the_door_trains_the_env_as_given_without_the_familys_wrappers():
     named = build_config(sb3, {"env_wrappers": ["grpo_seq.envs.atari:atari_wrapper"]}, n_envs=1,
                          max_episode_steps=4_500, steps_per_group=None, env_id="ALE/Pong-v5", images=True)
     assert named.env_wrappers == ["grpo_seq.envs.atari:atari_wrapper"]  # asked for by name: kept
+
+
+def test_cnn_policy_takes_the_image_defaults_and_sb3s_arguments_over_them():
+    from grpo_seq.envs.defaults import IMAGES
+
+    cfg = GRPO("CnnPolicy", BrightSide(), seed=0).config
+    assert {k: getattr(cfg, k) for k in IMAGES} == IMAGES
+    assert GRPO("CnnPolicy", BrightSide(), seed=0, loss_type="dr_grpo").config.minibatch_tokens == 0  # whole episodes
+    given = GRPO("CnnPolicy", BrightSide(), seed=0, n_steps=64, batch_size=16, n_epochs=2, gamma=0.99).config
+    assert (given.mu, given.minibatch_tokens, given.gamma) == (2, 16, 0.99)
