@@ -102,8 +102,8 @@ for _task in ("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "In
 # (docs/experiments.md, "Hopper-v5: ..."), so the other tasks keep the categorical.
 # Its observation units follow what it trains on (obs_norm, as rl-zoo3 normalises PPO's there): a
 # running cheetah's velocities lie far outside random play's, and on the tuning seeds its budget
-# ended higher than with random play's units (docs/experiments.md, "HalfCheetah-v5: running
-# observation units ..."); Hopper's did not, so it keeps random play's.
+# ended higher than with random play's units (docs/experiments.md, "HalfCheetah-v5 and
+# Hopper-v5: running observation units ..."); Hopper's did not, so it keeps random play's.
 NARROW_GAUSSIAN = dict(action_head="gaussian", log_std_init=-2.0, action_bins=41)
 for _version in ("v4", "v5"):
     ENV_OVERRIDES[f"HalfCheetah-{_version}"] = {**MUJOCO, **NARROW_GAUSSIAN, "obs_norm": True}

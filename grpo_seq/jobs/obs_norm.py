@@ -45,7 +45,7 @@ class ObsNorm:
 
     def observe(self, batch: RolloutBatch) -> None:
         """Take in ``batch``'s real observations (its mask's steps, on every process), then set the units."""
-        obs = batch.context[batch.mask].to(torch.float64)
+        obs = batch.context[batch.mask].to("cpu", torch.float64)
         sums = torch.cat([torch.tensor([float(len(obs))], dtype=torch.float64), obs.sum(0), (obs ** 2).sum(0)])
         if self.accelerator.num_processes > 1:
             sums = self.accelerator.reduce(sums.to(self.accelerator.device), reduction="sum").cpu()

@@ -13,7 +13,8 @@ import torch.distributed as dist
 
 ROOT = Path(__file__).resolve().parents[2]
 run = Path(sys.argv[1]) / "recipe"
-common = ["--eval_every", "2000", "--minibatch_tokens", "64", "--num_groups", "2", "--num_generations", "4"]
+# --obs_norm: the processes pool their observations' moments, and the resume takes them back
+common = ["--eval_every", "2000", "--minibatch_tokens", "64", "--num_groups", "2", "--num_generations", "4", "--obs_norm"]
 
 
 def recipe(*args: str) -> None:

@@ -81,6 +81,9 @@ def test_cartpole_recipe_on_two_processes(scenarios):
     assert more - 16 < resumed["env_steps"] <= more and resumed["iterations"] > summary["iterations"]
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines() if "reward/mean" in x]
     assert steps == list(range(1, resumed["iterations"] + 1))
+    # the units moved off CartPole's thresholds to the moments of both processes' observations
+    units = json.loads((run / "policy/policy.json").read_text())["kwargs"]
+    assert units["obs_shift"] is not None and units["obs_scale"] != [2.4, 1.0, 0.2094, 1.0]
 
 
 def test_language_model_on_two_processes(scenarios):
