@@ -1138,6 +1138,9 @@ def beyond_cartpole(question: dict) -> bool:
 
 # What a question's rows show, in words: the numbers stay in its tables, drawn from the record. Keyed by question id.
 FINDINGS = {
+    "llc_obs_norm": (
+        "Both tuning seeds solved in a fraction of the env steps with the units following what the lander meets, "
+        "and their three evaluations after solving ended higher. LunarLanderContinuous takes `--obs_norm` since."),
     "image_passes": (
         "The gridworld is one no default was tuned on (random play's return over the same 50 episodes: -0.27): "
         "with one pass of one group a step the greedy policy ended near random play, with a sampled one a little "
