@@ -1138,6 +1138,10 @@ def beyond_cartpole(question: dict) -> bool:
 
 # What a question's rows show, in words: the numbers stay in its tables, drawn from the record. Keyed by question id.
 FINDINGS = {
+    "pendulum_obs_norm": (
+        "Every one of the ten tuning seeds swung up in fewer env steps with the units following what the pendulum "
+        "meets, the worst seed too; their evaluations just after solving still hover about the threshold, as "
+        "before. Pendulum takes `--obs_norm` since."),
     "llc_obs_norm": (
         "Both tuning seeds solved in a fraction of the env steps with the units following what the lander meets, "
         "and their three evaluations after solving ended higher. LunarLanderContinuous takes `--obs_norm` since."),

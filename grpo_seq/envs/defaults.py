@@ -118,9 +118,11 @@ for _version in ("v4", "v5"):
 # The torque as 21 values weighed by a Gaussian (grpo_seq.policies.mlp): every tuning seed swung up, sooner,
 # and more of their later evaluations stayed balanced than with a free categorical over 11
 # (docs/experiments.md, "Pendulum-v1: a Gaussian head ...").
+# Its observation units follow what it trains on (obs_norm): every tuning seed swung up in fewer env
+# steps than with random play's units (docs/experiments.md, "Pendulum-v1: running observation units ...").
 ENV_OVERRIDES["Pendulum-v1"] = dict(mu=MUJOCO["mu"], minibatch_tokens=MUJOCO["minibatch_tokens"],
                                     learning_rate=MUJOCO["learning_rate"], num_groups=4, action_head="gaussian",
-                                    action_bins=21)
+                                    action_bins=21, obs_norm=True)
 
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end

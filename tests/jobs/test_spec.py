@@ -54,7 +54,7 @@ def test_mujoco_takes_ppo_like_passes_of_minibatches_and_other_envs_one_pass():
     assert (hopper.action_head, hopper.action_bins) == ("categorical", None)
     assert EnvJob(env_id="HalfCheetah-v5", log_std_init=-1.0).log_std_init == -1.0
     # HalfCheetah's units follow what it trains on; Hopper's stay random play's
-    assert (cheetah4.obs_norm, hopper.obs_norm, pendulum.obs_norm) == (True, False, False)
+    assert (cheetah4.obs_norm, hopper.obs_norm, pendulum.obs_norm) == (True, False, True)
     assert EnvJob(env_id="LunarLanderContinuous-v3").obs_norm and not EnvJob(env_id="LunarLander-v3").obs_norm
 
 
