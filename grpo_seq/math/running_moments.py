@@ -39,13 +39,6 @@ class RunningMoments:
         self.m2 = self.m2 + m2 + delta ** 2 * (self.count * count / total)
         self.count = total
 
-    def update(self, rows: np.ndarray) -> None:
-        """Take in the rows of ``(n, dim)``."""
-        rows = np.asarray(rows, dtype=np.float64)
-        if len(rows):
-            mean = rows.mean(0)
-            self.merge(len(rows), mean, ((rows - mean) ** 2).sum(0))
-
     @property
     def var(self) -> np.ndarray:
         return self.m2 / self.count if self.count else np.zeros_like(self.m2)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 from accelerate import Accelerator
@@ -22,9 +21,9 @@ from grpo_seq.policies.mlp import CategoricalMLPPolicy
 
 def test_moments_merged_batch_by_batch_equal_the_whole_rows():
     m = RunningMoments()
-    m.update(np.array([[1.0], [2.0], [3.0]]))
-    m.update(np.array([[4.0], [5.0]]))
-    # 1..5: mean 3, population variance (4 + 1 + 0 + 1 + 4) / 5 = 2
+    m.merge(3, [2.0], [2.0])  # 1, 2, 3: mean 2, M2 = 1 + 0 + 1
+    m.merge(2, [4.5], [0.5])  # 4, 5: mean 4.5, M2 = 0.25 + 0.25
+    # merged: M2 = 2 + 0.5 + 2.5^2 * 3 * 2 / 5 = 10; 1..5 directly: mean 3, (4 + 1 + 0 + 1 + 4) / 5 = 2
     assert m.count == 5 and m.mean.tolist() == [3.0] and m.var.tolist() == pytest.approx([2.0])
     back = RunningMoments.from_state(json.loads(json.dumps(m.state_dict())))
     assert back.count == 5 and back.var.tolist() == pytest.approx([2.0])
@@ -56,6 +55,8 @@ def test_obs_norm_with_given_units_is_refused_unless_the_family_set_it():
     with pytest.raises(ConfigError, match="--obs_norm: moves the units itself"):
         EnvJob(env_id="Pendulum-v1", obs_norm=True, obs_scale=[1.0, 1.0, 8.0])
     assert EnvJob(env_id="Pendulum-v1", obs_scale=[1.0, 1.0, 8.0]).obs_norm is False
+    with pytest.raises(ConfigError, match="--obs_norm: moves the policy's units, and --ref_sync_steps"):
+        EnvJob(env_id="Pendulum-v1", obs_norm=True, beta=0.1, ref_sync_steps=10)
 
 
 def _spec(out, steps, **kw):
