@@ -2,12 +2,12 @@
 ``GRPO("CnnPolicy", env)`` on an env instance without a registered id, its image defaults or the
 options a config gives, then the greedy policy over 50 held-out episodes.
 
-    python benchmarks/pixel_grid.py --seeds 0 1 2 --configs '{}' '{"gamma": 0.98}' --out /tmp/grid.json
+    python benchmarks/pixel_grid.py --seeds 0 1 2 --configs '{}' '{"gamma": 0.98}' '{"random": true}' --out /tmp/grid.json
 
 The env: a 10 x 10 x 3 uint8 image (H, W, C), the agent lit in channel 0 and a goal in channel 1,
 both drawn at each reset; four moves; +1 and the end at the goal, -0.01 a step, and 0.1 for each
-step closer to the goal (-0.1 further); 40 steps at most. Random play reaches the goal in about 15%
-of its episodes. Writes env_sweep's JSON (one summary per config, each row's ``final_eval`` the mean
+step closer to the goal (-0.1 further); 40 steps at most. The config ``{"random": true}`` trains
+nothing and plays uniformly random moves (seeded by the seed), the baseline. Writes env_sweep's JSON (one summary per config, each row's ``final_eval`` the mean
 greedy return), so that ``env_sweep.py --from_records`` puts it on the experiments page.
 """
 
@@ -59,13 +59,13 @@ def make() -> gym.Env:
     return gym.wrappers.TimeLimit(PixelGrid(), max_episode_steps=40)
 
 
-def greedy_return(model) -> float:
+def greedy_return(act) -> float:
     env, returns = make(), []
     for seed in EVAL_SEEDS:
         obs, _ = env.reset(seed=seed)
         done, total = False, 0.0
         while not done:
-            obs, reward, terminated, truncated, _ = env.step(model.predict(obs, deterministic=True)[0])
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
             total, done = total + reward, terminated or truncated
         returns.append(total)
     return float(np.mean(returns))
@@ -75,10 +75,15 @@ def run(seed: int, options: dict, steps: int) -> dict:
     from grpo_seq import GRPO
 
     start = time.perf_counter()
-    model = GRPO("CnnPolicy", make(), seed=seed, **options)
-    model.learn(total_timesteps=steps)
+    if options.get("random"):
+        rng = np.random.default_rng(seed)
+        act = lambda obs: int(rng.integers(4))  # noqa: E731
+    else:
+        model = GRPO("CnnPolicy", make(), seed=seed, **options)
+        model.learn(total_timesteps=steps)
+        act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
     return {"seed": seed, "solved_env_steps": None, "solved_seconds": None, "later_evals": [], "threshold": None,
-            "final_eval": greedy_return(model), "seconds": time.perf_counter() - start}
+            "final_eval": greedy_return(act), "seconds": time.perf_counter() - start}
 
 
 def main() -> None:
