@@ -1,4 +1,5 @@
-"""What a CartPole env step costs: the numpy-vectorised env against one gym env per episode.
+"""What an env step costs: CartPole's numpy-vectorised env against one gym env per episode, and a
+continuous-action env stepped through the token codec against the same env stepped with its own actions.
 
     python benchmarks/env_step_cost.py --repeats 5
 
@@ -10,6 +11,8 @@ for several env counts, the median over --repeats of:
 - `sampler`: process CPU time of `EnvGroupSampler.sample` per env step, on each path, for
   groups of 2 episodes of a fixed random policy (whole episodes, both paths the same rollouts
   in distribution).
+- `codec`: one `step` of Pendulum-v1 (a Box action, 21 values) with its own action, and through
+  `as_tokens` with a token (the codec's decoding and flattening on top of the env's step).
 Process CPU time, one torch thread: the host's other load changes it less than wall time.
 """
 
@@ -31,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grpo_seq import CategoricalMLPPolicy, EnvGroupSampler  # noqa: E402
 import record  # noqa: E402  (benchmarks/record.py: default --out and the meta block)
 from grpo_seq.sampling import env as env_module  # noqa: E402
+from grpo_seq.sampling.env import as_tokens  # noqa: E402
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -55,6 +59,20 @@ def step_costs(n: int, calls: int) -> tuple[float, float]:
                 e.reset()
 
     return per_call_us(lambda: vec.step(actions), calls), per_call_us(one_by_one, calls)
+
+
+def codec_costs(env_id: str, bins: int, calls: int) -> tuple[float, float]:
+    """Microseconds per step of ``env_id`` with its own action, and through the token codec."""
+    own, coded = gym.make(env_id), as_tokens(gym.make(env_id), env_id, bins)
+    own.reset(seed=0)
+    coded.reset(seed=0)
+    action, token = own.action_space.sample(), np.int64(bins // 3)
+
+    def step(env, a) -> None:
+        if any(env.step(a)[2:4]):
+            env.reset()
+
+    return per_call_us(lambda: step(own, action), calls), per_call_us(lambda: step(coded, token), calls)
 
 
 def sampler_cost(groups: int, vector: bool, batches: int) -> float:
@@ -94,9 +112,15 @@ def main() -> None:
                      "sampler_us_per_env_step_vector": med(samp_vec), "sampler_us_per_env_step_one_by_one": med(samp_one)})
         print(f"| {n} | {med(c[0] for c in costs):.1f} | {med(c[1] for c in costs):.1f} | "
               f"{med(samp_vec):.1f} | {med(samp_one):.1f} |", flush=True)
+    codec = [codec_costs("Pendulum-v1", 21, a.calls) for _ in range(a.repeats)]
+    codec_row = {"env_id": "Pendulum-v1", "action_bins": 21, "own_action_us": statistics.median(c[0] for c in codec),
+                 "token_us": statistics.median(c[1] for c in codec)}
+    print(f"\nPendulum-v1 step: {codec_row['own_action_us']:.1f} us with its own action, "
+          f"{codec_row['token_us']:.1f} us through the token codec")
     if a.out.name:
         settings = {"repeats": a.repeats, "calls": a.calls, "envs": a.envs, "torch_threads": 1}
-        record.prepare(a.out).write_text(json.dumps({"meta": record.meta(), "settings": settings, "rows": rows}, indent=2))
+        record.prepare(a.out).write_text(json.dumps({"meta": record.meta(), "settings": settings, "rows": rows,
+                                                     "codec": codec_row}, indent=2))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,10 @@ MAX_JOINT_ACTIONS = 2**62  # a joint action is one int64 token
 # Values per dimension of a continuous action where nobody chose: odd, so a symmetric range has 0 as
 # a value (Tang & Agrawal's K = 11 on MuJoCo).
 ACTION_BINS = 11
+# Joint actions up to this many are decoded by a lookup in a table of every one of them: an env
+# stepped one action at a time (a group's episodes, an evaluation) spent longer decoding the
+# token's digits than Pendulum spends on its own step (benchmarks/env_step_cost.py).
+ACTION_TABLE_MAX = 4096
 
 
 def box_action_values(space: spaces.Box, bins: int, clip: tuple[float, float] | None = None,
@@ -83,6 +87,9 @@ class SpaceCodec:
         self.action_nvec = None if isinstance(act_space, spaces.Discrete) else self._nvec()
         self.identity = (isinstance(obs_space, spaces.Box) and len(obs_space.shape) == 1
                          and isinstance(act_space, spaces.Discrete) and int(act_space.start) == 0)
+        self._table = None  # every joint action, decoded (a small action space's lookup)
+        if self.num_actions <= ACTION_TABLE_MAX:
+            self._table = self._decode_digits(np.arange(self.num_actions))
 
     @staticmethod
     def obs_size(space: spaces.Space, name: str) -> int:
@@ -172,7 +179,19 @@ class SpaceCodec:
         return np.asarray(obs).reshape((-1, *space.shape))
 
     def decode_actions(self, tokens: np.ndarray) -> np.ndarray:
-        """Tokens ``(n,)`` as actions ``(n, *act_space.shape)`` of the action space's dtype."""
+        """Tokens ``(n,)`` as actions ``(n, *act_space.shape)`` of the action space's dtype (a new array)."""
+        if self._table is not None:
+            return self._table[np.asarray(tokens, dtype=np.int64)]
+        return self._decode_digits(tokens)
+
+    def decode_one(self, token: Any) -> Any:
+        """One token as one action of the action space (what ``decode_actions`` gives for it)."""
+        if self._table is not None:
+            return self._table[int(token)].copy()
+        return self._decode_digits(np.asarray([token]))[0]
+
+    def _decode_digits(self, tokens: np.ndarray) -> np.ndarray:
+        """:meth:`decode_actions` by arithmetic: a token's mixed-radix digits, a Box's bin values."""
         space, tokens = self.act_space, np.asarray(tokens, dtype=np.int64)
         if isinstance(space, spaces.Discrete):
             return (tokens + int(space.start)).astype(space.dtype)
@@ -222,17 +241,22 @@ class CodecWrapper(gym.Wrapper):
         self.codec, self.successes = codec, []
         self.observation_space = spaces.Box(-np.inf, np.inf, (codec.obs_dim,), np.float32)
         self.action_space = spaces.Discrete(codec.num_actions)
+        self._box_obs = isinstance(codec.obs_space, spaces.Box)  # flattened as it is, one copy
+
+    def _encode(self, obs: Any) -> np.ndarray:
+        if self._box_obs:
+            return np.array(obs, dtype=np.float32).reshape(-1)
+        return self.codec.encode_obs(self.codec.batch_of_one(obs))[0]
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
         obs, info = self.env.reset(**kwargs)
-        return self.codec.encode_obs(self.codec.batch_of_one(obs))[0], info
+        return self._encode(obs), info
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict]:
-        native = self.codec.decode_actions(np.asarray([action]))[0]
-        obs, reward, terminated, truncated, info = self.env.step(native)
+        obs, reward, terminated, truncated, info = self.env.step(self.codec.decode_one(action))
         if (terminated or truncated) and "is_success" in info:
             self.successes.append(bool(info["is_success"]))
-        return self.codec.encode_obs(self.codec.batch_of_one(obs))[0], reward, terminated, truncated, info
+        return self._encode(obs), reward, terminated, truncated, info
 
 
 def space_to_json(space: spaces.Space) -> dict[str, Any]:

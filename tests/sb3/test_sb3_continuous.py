@@ -10,7 +10,7 @@ import torch
 from grpo_seq import GRPO
 from grpo_seq.errors import UsageError
 from grpo_seq.math.batch import RolloutBatch
-from grpo_seq.sampling.spaces import SpaceCodec
+from grpo_seq.sampling.spaces import ACTION_TABLE_MAX, SpaceCodec
 
 
 class Target(gym.Env):
@@ -46,6 +46,23 @@ def test_a_box_action_is_a_value_per_dimension_from_its_bins():
     got = codec.decode_actions(np.array([0, 24, 5 * 2 + 4, 5 * 1 + 2]))
     np.testing.assert_allclose(got, [[-2.0, 0.0], [2.0, 1.0], [0.0, 1.0], [-1.0, 0.5]])
     assert got.dtype == np.float32
+
+
+def test_a_large_action_space_decodes_its_digits_as_a_small_one_looks_them_up():
+    # 17 ** 3 = 4913 joint actions: past the lookup table's size, decoded digit by digit
+    act = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    large, small = SpaceCodec(gym.spaces.Box(-1, 1, (2,)), act, action_bins=17), SpaceCodec(
+        gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1.0, 1.0, (2,), np.float32), action_bins=17)
+    assert large.num_actions == 4913 > ACTION_TABLE_MAX >= small.num_actions
+    # token k = 289 d_0 + 17 d_1 + d_2; bin b is -1 + b / 8
+    np.testing.assert_allclose(large.decode_actions(np.array([0, 4912, 289 * 8 + 17 * 16 + 4])),
+                               [[-1, -1, -1], [1, 1, 1], [0, 1, -0.5]])
+    np.testing.assert_allclose(small.decode_actions(np.array([17 * 16 + 4])), [[1, -0.5]])
+    for codec, token in ((large, 4912), (small, 5)):
+        one = codec.decode_one(token)
+        np.testing.assert_array_equal(one, codec.decode_actions(np.array([token]))[0])
+        one[:] = 9.0  # an env that writes into its action changes no later one
+        assert codec.decode_one(token).max() <= 1.0
 
 
 def test_the_head_scores_each_dimension_as_one_decision():
