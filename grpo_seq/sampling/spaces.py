@@ -188,6 +188,13 @@ class SpaceCodec:
         """One token as one action of the action space (what ``decode_actions`` gives for it)."""
         if self._table is not None:
             return self._table[int(token)].copy()
+        if self.action_values is not None:  # a Box's: its digits by Python arithmetic, one lookup
+            rest, digits = int(token), []
+            for n in reversed(self.action_nvec):
+                rest, d = divmod(rest, n)
+                digits.append(d)
+            values = self.action_values[np.arange(len(digits)), digits[::-1]]
+            return values.reshape(self.act_space.shape).astype(self.act_space.dtype)
         return self._decode_digits(np.asarray([token]))[0]
 
     def _decode_digits(self, tokens: np.ndarray) -> np.ndarray:
