@@ -1142,6 +1142,12 @@ FINDINGS = {
         "Every one of the ten tuning seeds swung up in fewer env steps with the units following what the pendulum "
         "meets, the worst seed too; their evaluations just after solving still hover about the threshold, as "
         "before. Pendulum takes `--obs_norm` since."),
+    "pendulum_fewer_steps": (
+        "Groups branched from visited states swung most tuning seeds up in somewhat fewer env steps than the "
+        "defaults, the slowest seed too, still far more than PPO takes (the benchmark report); five passes or "
+        "minibatches of 1,600 steps left seeds hanging. Pendulum does not branch by default: a copy of a visited "
+        "env cannot be kept in a checkpoint, so a resumed run would no longer repeat an uninterrupted one, and "
+        "the SB3 door steps the user's own envs in place. `--branch_prob 0.5` is there for a run that wants it."),
     "llc_obs_norm": (
         "Both tuning seeds solved in a fraction of the env steps with the units following what the lander meets, "
         "and their three evaluations after solving ended higher. LunarLanderContinuous takes `--obs_norm` since."),
