@@ -5,7 +5,9 @@ GRPO learns only from differences within a group. When every member of a group e
 reward (every episode times out at the same return, every answer is wrong), the group's
 advantages are exactly 0 and it trains nothing. A run where that holds for most groups, step
 after step, is not learning, however long it goes on; :class:`SignalWatch` says so, once, with
-the usual ways out.
+the usual ways out. A group whose members all did the very same thing (:func:`identical_groups`)
+is not such a group: the policy has settled there, as a solved task's does, and its tie says
+nothing about whether different attempts would be told apart.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from torch import Tensor
 
 from ..math.advantages import all_equal, equal_reward_groups
 
-__all__ = ["SignalWatch", "NO_SIGNAL_FIXES", "weight_norm", "weight_growth", "WEIGHT_RMS_FLOOR"]
+__all__ = ["SignalWatch", "identical_groups", "NO_SIGNAL_FIXES", "weight_norm", "weight_growth", "WEIGHT_RMS_FLOOR"]
 
 # The smallest root-mean-square weight that weight_growth measures growth from.
 WEIGHT_RMS_FLOOR = 1e-2
@@ -29,6 +31,16 @@ NO_SIGNAL_FIXES = (
     "(--exploration_bonus, environments), a shaped reward that tells better from worse attempts, "
     "or easier prompts or start states"
 )
+
+
+def identical_groups(tokens: Tensor, mask: Tensor, num_generations: int) -> Tensor:
+    """``(groups,)`` bool: whether every member of a group produced the same output as its first,
+    the same tokens at the same masked positions (``tokens`` and ``mask`` ``(B, T)``, groups of
+    ``num_generations`` consecutive rows)."""
+    G, T = num_generations, tokens.shape[-1]
+    tokens, mask = tokens.reshape(-1, G, T), mask.reshape(-1, G, T)
+    same = ((tokens == tokens[:, :1]) | ~mask).all(-1) & (mask == mask[:, :1]).all(-1)
+    return same.all(-1)
 
 
 @dataclass
@@ -51,13 +63,15 @@ class SignalWatch:
     best: float | None = None
     ever_differed: bool = False
 
-    def update(self, grouped_rewards: list[list[float]]) -> str | None:
+    def update(self, grouped_rewards: list[list[float]], identical: list[bool] | None = None) -> str | None:
         """Record one step's rewards, one list per group; returns the message the first time the
-        run has been flat for ``patience`` steps in a row, else None."""
+        run has been flat for ``patience`` steps in a row, else None. ``identical``: per group,
+        whether its members all produced the same output (such a group is never counted stuck)."""
         # float64 holds every float a caller passes (the trainer's float32 rewards too) exactly
         rewards = torch.tensor(grouped_rewards, dtype=torch.float64)
         flat = equal_reward_groups(rewards).tolist()
-        flat_values = [g[0] for g, is_flat in zip(grouped_rewards, flat) if is_flat]
+        identical = identical or [False] * len(grouped_rewards)
+        flat_values = [g[0] for g, is_flat, same in zip(grouped_rewards, flat, identical) if is_flat and not same]
         self.ever_differed = self.ever_differed or not bool(all_equal(rewards, None, (0, 1)))
         top = float(rewards.max())
         self.best = top if self.best is None else max(self.best, top)

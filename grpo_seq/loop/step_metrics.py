@@ -13,6 +13,7 @@ from torch import Tensor
 from ..math.advantages import equal_reward_groups
 from ..math.batch import RolloutBatch
 from ..math.objective import SAMPLING_MEANS
+from .diagnostics import identical_groups
 from .update import UpdateStats
 
 __all__ = ["step_metrics", "gather_rows", "TOKEN_STATS"]
@@ -21,11 +22,14 @@ TOKEN_STATS = ("kl", "clip_fraction", "ratio", "entropy")  # means over scored t
 
 
 def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: UpdateStats, *, ragged: bool,
-                 nonfinite_steps: int, correction: dict[str, Any] | None) -> tuple[dict[str, float], Tensor, int]:
+                 nonfinite_steps: int, correction: dict[str, Any] | None) -> tuple[dict[str, float], Tensor, Tensor, int]:
     """The reward, policy, loss and sampling metrics of a step, the rewards of every process's
-    groups ``(groups, G)``, and the tokens sampled in the kept outputs. ``ragged``: processes may
+    groups ``(groups, G)``, whether each group's members produced the same output ``(groups,)``,
+    and the tokens sampled in the kept outputs. ``ragged``: processes may
     hold different numbers of outputs (dynamic sampling)."""
-    rewards, lengths = gather_rows(acc, ragged, batch.rewards.float().contiguous(), batch.lengths().float().contiguous())
+    same = identical_groups(batch.tokens, batch.mask, batch.num_generations).repeat_interleave(batch.num_generations)
+    rewards, lengths, same = gather_rows(acc, ragged, batch.rewards.float().contiguous(),
+                                         batch.lengths().float().contiguous(), same.float())
     grouped = rewards.reshape(-1, batch.num_generations)
     zero = torch.zeros((), device=acc.device)
     # target_kl's estimate where it watches one (every process then holds it: PolicyUpdate.run)
@@ -58,7 +62,7 @@ def step_metrics(acc: Accelerator, batch: RolloutBatch, live: Tensor, stats: Upd
     metrics = {k: float(v) for k, v in metrics.items()}
     if correction is not None:
         metrics.update(sampling_metrics(acc, stats))
-    return metrics, grouped, int(lengths.sum())
+    return metrics, grouped, same.reshape(-1, batch.num_generations)[:, 0] > 0, int(lengths.sum())
 
 
 def gather_rows(acc: Accelerator, ragged: bool, *values: Tensor) -> list[Tensor]:

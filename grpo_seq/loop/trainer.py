@@ -275,9 +275,9 @@ class GRPOLoop:
         """The step's metrics (:func:`grpo_seq.loop.step_metrics.step_metrics`), the counters, where
         the step's time went, and the no-signal watch."""
         acc = self.accelerator
-        metrics, grouped, tokens = step_metrics(acc, batch, live, stats, ragged=self.config.dynamic_sampling,
-                                                nonfinite_steps=self.guard.nonfinite_this_step,
-                                                correction=self.update.correction)
+        metrics, grouped, identical, tokens = step_metrics(
+            acc, batch, live, stats, ragged=self.config.dynamic_sampling,
+            nonfinite_steps=self.guard.nonfinite_this_step, correction=self.update.correction)
         if self.entropy_control.active:
             metrics["policy/entropy_coef"] = self.entropy_control.applied()
         if self.config.dynamic_sampling:  # the dropped groups' steps were sampled too
@@ -292,7 +292,7 @@ class GRPOLoop:
             "perf/peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "perf/torch_threads": torch.get_num_threads(), **phases,
         })
-        if self.signal.update(grouped.tolist()):
+        if self.signal.update(grouped.tolist(), identical.tolist()):
             logger.warning("%s", self.signal.message)
         metrics["reward/flat_steps_in_a_row"] = float(self.signal.flat_in_a_row)
         return metrics
