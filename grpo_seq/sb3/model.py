@@ -15,7 +15,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
-from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per_env
+from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, IMAGES, UNREGISTERED, per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
 from ..jobs.budget import cap_env_steps
@@ -32,6 +32,7 @@ from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
 from .normalize import ObsNormalizer
 from .schedule import FloatSchedule, clip_schedule
+from .short_episodes import groups_for_short_episodes, random_episode_length
 
 __all__ = ["GRPO"]
 
@@ -191,6 +192,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
                                      f"action space has {n}; pass group_size (at most {ALTERNATIVES_MAX_DEFAULT_G} "
                                      "is usual) to try a sample of them")
                 ours["num_generations"] = n
+        elif source is not None and _env_id(source) is None and self._sb3["n_steps"] is None and "num_groups" not in ours:
+            self._groups_for_short_episodes(source, ours)
         limit = self._episode_limit(source)
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
@@ -202,6 +205,16 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
                                                      limit, per_group, _env_id(source), surface,
                                                      images=self.policy_name == "CnnPolicy")
+
+    def _groups_for_short_episodes(self, source: EnvSource, ours: dict[str, Any]) -> None:
+        """An env without an id whose random-play episodes are short takes more groups per update than
+        its family's (:mod:`grpo_seq.sb3.short_episodes`); kept in the model's arguments, so a saved
+        model trains on with them."""
+        family = {**UNREGISTERED, **(IMAGES if self.policy_name == "CnnPolicy" else {})}
+        G = self._sb3["group_size"] or ours.get("num_generations", family["num_generations"])
+        length = random_episode_length(source.make, self.seed or 0)
+        if length is not None and groups_for_short_episodes(length, G) > family["num_groups"]:
+            ours["num_groups"] = self._ours["num_groups"] = groups_for_short_episodes(length, G)
 
     def _episode_limit(self, source: EnvSource | None) -> int:
         """An episode's most steps in training: ``max_episode_steps``, the env's time limit, else

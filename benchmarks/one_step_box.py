@@ -1,0 +1,96 @@
+"""A one-step task with continuous actions that no default was tuned on, trained through the SB3
+door as a user would: ``GRPO("MlpPolicy", env)`` on an env instance without a registered id, its
+defaults or the options a config gives, then the greedy policy over 200 held-out episodes.
+
+    python benchmarks/one_step_box.py --seeds 0 1 2 --configs '{}' '{"num_groups": 1}' '{"random": true}' --out /tmp/box.json
+
+The env: an observation ``(x, y)`` drawn uniformly from [-1, 1]^2 at each reset; one action in a
+Box with bounds [0, 1] x [-2, 2]; reward ``-(|a_0 - (x + 1) / 2| + |a_1 - 2y| / 2)`` (at most 0),
+and the episode ends. The config ``{"random": true}`` trains nothing and plays uniformly random
+actions (seeded by the seed), the baseline. Writes env_sweep's JSON (one summary per config, each
+row's ``final_eval`` the mean greedy return), so that ``env_sweep.py --from_records`` puts it on
+the experiments page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import record
+
+EVAL_SEEDS = range(10_000, 10_200)
+
+
+class OneStepBox(gym.Env):
+    """The task of the module docstring."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(np.array([0.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.obs = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return self.obs.copy(), {}
+
+    def step(self, action):
+        a = np.asarray(action, dtype=np.float64).reshape(2)
+        reward = -(abs(a[0] - (self.obs[0] + 1) / 2) + abs(a[1] - 2 * self.obs[1]) / 2)
+        return self.obs.copy(), float(reward), True, False, {}
+
+
+def greedy_return(act) -> float:
+    env, returns = OneStepBox(), []
+    for seed in EVAL_SEEDS:
+        obs, _ = env.reset(seed=seed)
+        returns.append(env.step(act(obs))[1])
+    return float(np.mean(returns))
+
+
+def run(seed: int, options: dict, steps: int) -> dict:
+    from grpo_seq import GRPO
+
+    start = time.perf_counter()
+    if options.get("random"):
+        space = OneStepBox.action_space
+        space.seed(seed)
+        act = lambda obs: space.sample()  # noqa: E731
+    else:
+        model = GRPO("MlpPolicy", OneStepBox(), seed=seed, **options)
+        model.learn(total_timesteps=steps)
+        act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
+    return {"seed": seed, "solved_env_steps": None, "solved_seconds": None, "later_evals": [], "threshold": None,
+            "final_eval": greedy_return(act), "seconds": time.perf_counter() - start}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", nargs="+", default=["{}"], help="JSON objects of GRPO arguments")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=20_000, help="total_timesteps of each run")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    results, meta = [], record.meta()
+    for text in a.configs:
+        options = json.loads(text)
+        rows = [run(seed, options, a.steps) for seed in a.seeds]
+        for row in rows:
+            print(json.dumps({"config": options, **row}), flush=True)
+        results.append({"config": {"env_id": "OneStepBox", **options}, "meta": meta,
+                        "solved": 0, "runs": len(rows), "median_env_steps": float("inf"),
+                        "max_env_steps": float("inf"), "runs_staying_solved": 0, "rows": rows})
+        print(f"SUMMARY {text}: median greedy return {statistics.median(r['final_eval'] for r in rows):.3f}")
+    record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
+
+
+if __name__ == "__main__":
+    main()

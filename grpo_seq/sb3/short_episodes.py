@@ -1,0 +1,54 @@
+"""Groups per update for an env of short episodes, which no env family describes.
+
+An env without a registered id takes CartPole's family: one group of two episodes per update,
+measured on episodes of tens to hundreds of steps. Where an episode is a step or two (a contextual
+bandit, a one-shot choice), such an update holds two or four env steps: an optimizer step on
+almost nothing, and a run that spends its time between steps. Random play on a copy of the env
+measures its episodes; where a group holds fewer than :data:`SHORT_ROLLOUT_STEPS` env steps,
+an update takes as many groups as reach it. A held-out one-step task with continuous actions
+ended its budget closer to the optimum so, in a fraction of the time (the experiments page,
+"One-step episodes: ...").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import gymnasium as gym
+
+from ..errors import UsageError
+
+__all__ = ["SHORT_ROLLOUT_STEPS", "random_episode_length", "groups_for_short_episodes"]
+
+SHORT_ROLLOUT_STEPS = 32  # the fewest env steps an update of an unregistered env takes, where episodes allow
+PROBE_STEPS = 256  # random play's env steps to measure the episodes in
+
+
+def random_episode_length(make: Callable[[], gym.Env], seed: int, steps: int = PROBE_STEPS) -> float | None:
+    """The mean length of the episodes uniformly random actions end within ``steps`` env steps of
+    an env from ``make`` (a fresh env or a copy: the user's own is never stepped); None where none
+    ended, or where the env cannot be made again."""
+    try:
+        env = make()
+    except UsageError:  # neither registered nor deep-copyable: nothing to play on
+        return None
+    try:
+        env.action_space.seed(seed)
+        env.reset(seed=seed)
+        lengths, t = [], 0
+        for _ in range(steps):
+            t += 1
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                lengths.append(t)
+                t = 0
+                env.reset()
+    finally:
+        env.close()
+    return sum(lengths) / len(lengths) if lengths else None
+
+
+def groups_for_short_episodes(mean_length: float, num_generations: int) -> int:
+    """``ceil(SHORT_ROLLOUT_STEPS / (G * L))`` groups, at least 1, for episodes of mean length ``L``."""
+    return max(1, math.ceil(SHORT_ROLLOUT_STEPS / (num_generations * mean_length)))
