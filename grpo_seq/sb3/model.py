@@ -3,6 +3,7 @@ its arguments become an env job spec, and ``learn`` steps that job's run."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import warnings
@@ -203,8 +204,19 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if self.exploration_bonus is not None:
             surface["exploration_bonus"] = self.exploration_bonus
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                     limit, per_group, _env_id(source), surface,
+                                                     limit if alt else self._length_for_n_steps(source, limit),
+                                                     per_group, _env_id(source), surface,
                                                      images=self.policy_name == "CnnPolicy")
+
+    def _length_for_n_steps(self, source: EnvSource | None, limit: int) -> int:
+        """The episode length ``n_steps`` sizes groups by: the time limit; for an env without an id or
+        a time limit, the mean of the episodes random play on a copy ends (a one-step env's 1, where
+        the cap of 1000 would make 2,048 env steps one group of two episodes)."""
+        if source is None or self._sb3["n_steps"] is None or _env_id(source) is not None or \
+                self._max_episode_steps or source.time_limit:
+            return limit
+        length = random_episode_length(source.make, self.seed or 0)
+        return limit if length is None else min(limit, max(1, math.ceil(length)))
 
     def _groups_for_short_episodes(self, source: EnvSource, ours: dict[str, Any]) -> None:
         """An env without an id whose random-play episodes are short takes more groups per update than

@@ -5,7 +5,9 @@ measured on episodes of tens to hundreds of steps. Where an episode is a step or
 bandit, a one-shot choice), such an update holds two or four env steps: an optimizer step on
 almost nothing, and a run that spends its time between steps. Random play on a copy of the env
 measures its episodes; where a group holds fewer than :data:`SHORT_ROLLOUT_STEPS` env steps,
-an update takes as many groups as reach it. A held-out one-step task with continuous actions
+an update takes as many groups as reach it. Where ``n_steps`` sizes the update instead, such an env
+without a time limit is sized by the same measurement, not by the 1000-step cap its episodes are
+cut at. A held-out one-step task with continuous actions
 ended its budget closer to the optimum so, in a fraction of the time (the experiments page,
 "One-step episodes: ...").
 """

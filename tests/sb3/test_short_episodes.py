@@ -60,3 +60,11 @@ def test_the_door_gives_a_one_step_env_enough_groups_and_keeps_them_on_load(tmp_
 @pytest.mark.parametrize("kwargs, groups", [({"num_groups": 3}, 3), ({}, 1)])
 def test_given_groups_and_long_episodes_keep_theirs(kwargs, groups):
     assert GRPO("MlpPolicy", Episodes(1 if kwargs else 40), seed=0, **kwargs).config.num_groups == groups
+
+
+@pytest.mark.parametrize("length, n_steps, groups", [(1, 64, 32), (1, 2048, 1024), (40, 2048, 26), (100, 256, 1)])
+def test_n_steps_sizes_groups_by_the_episodes_of_an_env_without_a_time_limit(length, n_steps, groups):
+    # PPO's rollout of n_steps: groups of two episodes of the length random play measures, not of
+    # the 1000-step cap (SB3's IdentityEnv, 100 steps with n_steps 256, keeps its one group)
+    config = GRPO("MlpPolicy", Episodes(length), seed=0, n_steps=n_steps).config
+    assert (config.num_groups, config.num_generations) == (groups, 2)
