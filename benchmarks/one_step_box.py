@@ -14,16 +14,12 @@ the experiments page.
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import time
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
-import record
+import door_sweep
 
 EVAL_SEEDS = range(10_000, 10_200)
 
@@ -65,32 +61,8 @@ def run(seed: int, options: dict, steps: int) -> dict:
         model = GRPO("MlpPolicy", OneStepBox(), seed=seed, **options)
         model.learn(total_timesteps=steps)
         act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
-    return {"seed": seed, "solved_env_steps": None, "solved_seconds": None, "later_evals": [], "threshold": None,
-            "final_eval": greedy_return(act), "seconds": time.perf_counter() - start}
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--configs", nargs="+", default=["{}"], help="JSON objects of GRPO arguments")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=20_000, help="total_timesteps of each run")
-    ap.add_argument("--out", type=Path, required=True)
-    a = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    results, meta = [], record.meta()
-    for text in a.configs:
-        options = json.loads(text)
-        rows = [run(seed, options, a.steps) for seed in a.seeds]
-        for row in rows:
-            print(json.dumps({"config": options, **row}), flush=True)
-        results.append({"config": {"env_id": "OneStepBox", **options}, "meta": meta,
-                        "solved": 0, "runs": len(rows), "median_env_steps": float("inf"),
-                        "max_env_steps": float("inf"), "runs_staying_solved": 0, "rows": rows})
-        print(f"SUMMARY {text}: median greedy return {statistics.median(r['final_eval'] for r in rows):.3f}")
-    record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
+    return door_sweep.row(seed, greedy_return(act), start)
 
 
 if __name__ == "__main__":
-    main()
+    door_sweep.main(__doc__, "OneStepBox", run, 20_000)

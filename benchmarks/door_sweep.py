@@ -1,0 +1,45 @@
+"""What the held-out env benchmarks trained through the SB3 door share (``pixel_grid.py``,
+``one_step_box.py``): their command line (configs of ``GRPO`` arguments, seeds, a budget) and
+env_sweep's JSON (one summary per config, each row's ``final_eval`` the mean greedy return), so
+that ``env_sweep.py --from_records`` puts them on the experiments page."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import record
+
+
+def row(seed: int, final_eval: float, start: float) -> dict:
+    """One run as env_sweep records it: no threshold, the greedy return, the seconds since ``start``."""
+    return {"seed": seed, "solved_env_steps": None, "solved_seconds": None, "later_evals": [], "threshold": None,
+            "final_eval": final_eval, "seconds": time.perf_counter() - start}
+
+
+def main(doc: str, env_name: str, run: Callable[[int, dict, int], dict], steps: int) -> None:
+    """Parse the command line, ``run(seed, options, steps)`` every config on every seed, write ``--out``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", nargs="+", default=["{}"], help="JSON objects of GRPO arguments")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=steps, help="total_timesteps of each run")
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    results, meta = [], record.meta()
+    for text in a.configs:
+        options = json.loads(text)
+        rows = [run(seed, options, a.steps) for seed in a.seeds]
+        for r in rows:
+            print(json.dumps({"config": options, **r}), flush=True)
+        results.append({"config": {"env_id": env_name, **options}, "meta": meta,
+                        "solved": 0, "runs": len(rows), "median_env_steps": float("inf"),
+                        "max_env_steps": float("inf"), "runs_staying_solved": 0, "rows": rows})
+        print(f"SUMMARY {text}: median greedy return {statistics.median(r['final_eval'] for r in rows):.3f}")
+    record.prepare(a.out).write_text(json.dumps(results, indent=2, default=lambda v: None))
