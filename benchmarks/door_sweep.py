@@ -10,9 +10,22 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import record
+
+
+def actor(seed: int, options: dict, steps: int, policy: str, make: Callable[[], Any],
+          random_actor: Callable[[int], Callable]) -> Callable:
+    """The greedy actor of ``GRPO(policy, make(), seed=seed, **options)`` after ``steps`` env steps;
+    the config ``{"random": true}``: ``random_actor(seed)``, trained on nothing."""
+    if options.get("random"):
+        return random_actor(seed)
+    from grpo_seq import GRPO
+
+    model = GRPO(policy, make(), seed=seed, **options)
+    model.learn(total_timesteps=steps)
+    return lambda obs: model.predict(obs, deterministic=True)[0]
 
 
 def row(seed: int, final_eval: float, start: float) -> dict:

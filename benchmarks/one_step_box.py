@@ -49,18 +49,15 @@ def greedy_return(act) -> float:
     return float(np.mean(returns))
 
 
-def run(seed: int, options: dict, steps: int) -> dict:
-    from grpo_seq import GRPO
+def random_actions(seed: int):
+    space = OneStepBox.action_space
+    space.seed(seed)
+    return lambda obs: space.sample()
 
+
+def run(seed: int, options: dict, steps: int) -> dict:
     start = time.perf_counter()
-    if options.get("random"):
-        space = OneStepBox.action_space
-        space.seed(seed)
-        act = lambda obs: space.sample()  # noqa: E731
-    else:
-        model = GRPO("MlpPolicy", OneStepBox(), seed=seed, **options)
-        model.learn(total_timesteps=steps)
-        act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
+    act = door_sweep.actor(seed, options, steps, "MlpPolicy", OneStepBox, random_actions)
     return door_sweep.row(seed, greedy_return(act), start)
 
 

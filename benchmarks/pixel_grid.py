@@ -67,17 +67,14 @@ def greedy_return(act) -> float:
     return float(np.mean(returns))
 
 
-def run(seed: int, options: dict, steps: int) -> dict:
-    from grpo_seq import GRPO
+def random_moves(seed: int):
+    rng = np.random.default_rng(seed)
+    return lambda obs: int(rng.integers(4))
 
+
+def run(seed: int, options: dict, steps: int) -> dict:
     start = time.perf_counter()
-    if options.get("random"):
-        rng = np.random.default_rng(seed)
-        act = lambda obs: int(rng.integers(4))  # noqa: E731
-    else:
-        model = GRPO("CnnPolicy", make(), seed=seed, **options)
-        model.learn(total_timesteps=steps)
-        act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
+    act = door_sweep.actor(seed, options, steps, "CnnPolicy", make, random_moves)
     return door_sweep.row(seed, greedy_return(act), start)
 
 
