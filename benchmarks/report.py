@@ -1147,6 +1147,10 @@ FINDINGS = {
         "every seed ended further from the optimum (0) than with sixteen groups, and each run took several "
         "times as long, its time spent between optimizer steps. Both end far above random play. The SB3 door "
         "takes the rule since, for an env without an id whose random-play episodes are short."),
+    "pendulum_group_shapes": (
+        "Two groups of eight swung every seed up in about the defaults' env steps; the doubled rate was quicker "
+        "on most seeds but left one hanging; eight groups of two and the narrower start solved fewer seeds, "
+        "later. The defaults stay."),
     "halfcheetah_more": (
         "None of these reached the threshold. More optimizer steps per env step, a higher rate, groups of two or "
         "eight and branched groups all ended below the defaults' rows on the same seeds; advantages scaled by the "
