@@ -1151,6 +1151,10 @@ FINDINGS = {
         "Two groups of eight swung every seed up in about the defaults' env steps; the doubled rate was quicker "
         "on most seeds but left one hanging; eight groups of two and the narrower start solved fewer seeds, "
         "later. The defaults stay."),
+    "pendulum_two_groups_of_eight": (
+        "Two groups of eight at either rate swung every tuning seed up, most of them sooner than four groups of "
+        "four at 1e-3 on the same seed (question pendulum_fewer_steps), one later. Pendulum takes two groups of "
+        "eight at 2e-3 since, the lower median of the two."),
     "halfcheetah_more": (
         "None of these reached the threshold. More optimizer steps per env step, a higher rate, groups of two or "
         "eight and branched groups all ended below the defaults' rows on the same seeds; advantages scaled by the "
