@@ -120,12 +120,9 @@ for _version in ("v4", "v5"):
 # (docs/experiments.md, "Pendulum-v1: a Gaussian head ...").
 # Its observation units follow what it trains on (obs_norm): every tuning seed swung up in fewer env
 # steps than with random play's units (docs/experiments.md, "Pendulum-v1: running observation units ...").
-# The same 3,200 env steps a step as two groups of eight at twice MuJoCo's rate: most tuning seeds
-# swung up sooner than with four groups of four at its rate (docs/experiments.md, "Pendulum-v1: two
-# groups of eight ...").
-ENV_OVERRIDES["Pendulum-v1"] = dict(mu=MUJOCO["mu"], minibatch_tokens=MUJOCO["minibatch_tokens"], learning_rate=2e-3,
-                                    num_generations=8, num_groups=2, action_head="gaussian", action_bins=21,
-                                    obs_norm=True)
+ENV_OVERRIDES["Pendulum-v1"] = dict(mu=MUJOCO["mu"], minibatch_tokens=MUJOCO["minibatch_tokens"],
+                                    learning_rate=MUJOCO["learning_rate"], num_groups=4, action_head="gaussian",
+                                    action_bins=21, obs_norm=True)
 
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end
