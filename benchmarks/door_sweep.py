@@ -15,17 +15,25 @@ from typing import Any, Callable
 import record
 
 
-def actor(seed: int, options: dict, steps: int, policy: str, make: Callable[[], Any],
-          random_actor: Callable[[int], Callable]) -> Callable:
-    """The greedy actor of ``GRPO(policy, make(), seed=seed, **options)`` after ``steps`` env steps;
-    the config ``{"random": true}``: ``random_actor(seed)``, trained on nothing."""
-    if options.get("random"):
-        return random_actor(seed)
-    from grpo_seq import GRPO
+def runner(policy: str, make: Callable[[], Any], random_actor: Callable[[int], Callable],
+           greedy_return: Callable[[Callable], float]) -> Callable[[int, dict, int], dict]:
+    """``run(seed, options, steps)``: train ``GRPO(policy, make(), seed=seed, **options)`` for ``steps``
+    env steps (the config ``{"random": true}``: ``random_actor(seed)``, trained on nothing), and its
+    row with ``greedy_return`` of the greedy actor."""
 
-    model = GRPO(policy, make(), seed=seed, **options)
-    model.learn(total_timesteps=steps)
-    return lambda obs: model.predict(obs, deterministic=True)[0]
+    def run(seed: int, options: dict, steps: int) -> dict:
+        start = time.perf_counter()
+        if options.get("random"):
+            act = random_actor(seed)
+        else:
+            from grpo_seq import GRPO
+
+            model = GRPO(policy, make(), seed=seed, **options)
+            model.learn(total_timesteps=steps)
+            act = lambda obs: model.predict(obs, deterministic=True)[0]  # noqa: E731
+        return row(seed, greedy_return(act), start)
+
+    return run
 
 
 def row(seed: int, final_eval: float, start: float) -> dict:

@@ -14,7 +14,6 @@ the experiments page.
 
 from __future__ import annotations
 
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -55,10 +54,7 @@ def random_actions(seed: int):
     return lambda obs: space.sample()
 
 
-def run(seed: int, options: dict, steps: int) -> dict:
-    start = time.perf_counter()
-    act = door_sweep.actor(seed, options, steps, "MlpPolicy", OneStepBox, random_actions)
-    return door_sweep.row(seed, greedy_return(act), start)
+run = door_sweep.runner("MlpPolicy", OneStepBox, random_actions, greedy_return)
 
 
 if __name__ == "__main__":

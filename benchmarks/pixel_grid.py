@@ -13,7 +13,6 @@ greedy return), so that ``env_sweep.py --from_records`` puts it on the experimen
 
 from __future__ import annotations
 
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -72,10 +71,7 @@ def random_moves(seed: int):
     return lambda obs: int(rng.integers(4))
 
 
-def run(seed: int, options: dict, steps: int) -> dict:
-    start = time.perf_counter()
-    act = door_sweep.actor(seed, options, steps, "CnnPolicy", make, random_moves)
-    return door_sweep.row(seed, greedy_return(act), start)
+run = door_sweep.runner("CnnPolicy", make, random_moves, greedy_return)
 
 
 if __name__ == "__main__":

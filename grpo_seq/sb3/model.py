@@ -3,7 +3,6 @@ its arguments become an env job spec, and ``learn`` steps that job's run."""
 
 from __future__ import annotations
 
-import math
 import random
 import time
 import warnings
@@ -16,7 +15,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
 
-from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, IMAGES, UNREGISTERED, per_env
+from ..envs.defaults import ALTERNATIVES_GROUPS, ALTERNATIVES_MAX_DEFAULT_G, per_env
 from ..envs.obs_scale import default_obs_scale, rollout_obs_units
 from ..errors import UsageError
 from ..jobs.budget import cap_env_steps
@@ -33,7 +32,7 @@ from .policy import GRPOPolicy, sb3_device
 from ..sampling.spaces import CodecWrapper
 from .normalize import ObsNormalizer
 from .schedule import FloatSchedule, clip_schedule
-from .short_episodes import groups_for_short_episodes, random_episode_length
+from .short_episodes import unregistered_sizing
 
 __all__ = ["GRPO"]
 
@@ -183,19 +182,14 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         """Build (and so validate) the LoopConfig now, so a bad argument fails at construction."""
         ours, alt = dict(self._ours), self.group_mode == "alternatives"
         if alt:
-            ours.setdefault("advantage", "outcome")
-            if self._sb3["n_steps"] is None:
-                ours.setdefault("num_groups", ALTERNATIVES_GROUPS)
-            if self._sb3["group_size"] is None and "num_generations" not in ours:
-                n = self._num_actions() if source is None else source.codec.num_actions
-                if n > ALTERNATIVES_MAX_DEFAULT_G:
-                    raise UsageError(f"group_mode='alternatives' tries every action at a state by default, and this "
-                                     f"action space has {n}; pass group_size (at most {ALTERNATIVES_MAX_DEFAULT_G} "
-                                     "is usual) to try a sample of them")
-                ours["num_generations"] = n
-        elif source is not None and _env_id(source) is None and self._sb3["n_steps"] is None and "num_groups" not in ours:
-            self._groups_for_short_episodes(source, ours)
+            _alternatives_defaults(self._sb3, ours, self._num_actions if source is None else lambda: source.codec.num_actions)
         limit = self._episode_limit(source)
+        if not alt and source is not None and _env_id(source) is None:  # sized by its measured episodes
+            limit, groups = unregistered_sizing(source.make, self.seed or 0, self._sb3, ours, limit,
+                                                self.policy_name == "CnnPolicy",
+                                                bool(self._max_episode_steps or source.time_limit))
+            if groups:  # kept in the model's arguments, so a saved model trains on with them
+                ours["num_groups"] = self._ours["num_groups"] = groups
         G = self._sb3["group_size"] or ours.get("num_generations", arguments.SURFACE_DEFAULTS["num_generations"])
         per_group = G * self.horizon + 1 if alt else None
         surface = {"seed": self.seed, "max_episode_steps": self._max_episode_steps, "group_mode": self.group_mode,
@@ -204,29 +198,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         if self.exploration_bonus is not None:
             surface["exploration_bonus"] = self.exploration_bonus
         self.config: EnvJob = arguments.build_config(self._sb3, ours, source.n_envs if source else 1,
-                                                     limit if alt else self._length_for_n_steps(source, limit),
-                                                     per_group, _env_id(source), surface,
+                                                     limit, per_group, _env_id(source), surface,
                                                      images=self.policy_name == "CnnPolicy")
-
-    def _length_for_n_steps(self, source: EnvSource | None, limit: int) -> int:
-        """The episode length ``n_steps`` sizes groups by: the time limit; for an env without an id or
-        a time limit, the mean of the episodes random play on a copy ends (a one-step env's 1, where
-        the cap of 1000 would make 2,048 env steps one group of two episodes)."""
-        if source is None or self._sb3["n_steps"] is None or _env_id(source) is not None or \
-                self._max_episode_steps or source.time_limit:
-            return limit
-        length = random_episode_length(source.make, self.seed or 0)
-        return limit if length is None else min(limit, max(1, math.ceil(length)))
-
-    def _groups_for_short_episodes(self, source: EnvSource, ours: dict[str, Any]) -> None:
-        """An env without an id whose random-play episodes are short takes more groups per update than
-        its family's (:mod:`grpo_seq.sb3.short_episodes`); kept in the model's arguments, so a saved
-        model trains on with them."""
-        family = {**UNREGISTERED, **(IMAGES if self.policy_name == "CnnPolicy" else {})}
-        G = self._sb3["group_size"] or ours.get("num_generations", family["num_generations"])
-        length = random_episode_length(source.make, self.seed or 0)
-        if length is not None and groups_for_short_episodes(length, G) > family["num_groups"]:
-            ours["num_groups"] = self._ours["num_groups"] = groups_for_short_episodes(length, G)
 
     def _episode_limit(self, source: EnvSource | None) -> int:
         """An episode's most steps in training: ``max_episode_steps``, the env's time limit, else
@@ -385,6 +358,22 @@ class ModelDeviceAccelerator(Accelerator):
     @property
     def device(self) -> torch.device:
         return self._model_device
+
+
+def _alternatives_defaults(sb3: dict[str, Any], ours: dict[str, Any], num_actions: Callable[[], int]) -> None:
+    """The alternatives mode's defaults in ``ours``: outcome advantages, ALTERNATIVES_GROUPS states per
+    update (without ``n_steps``), and every action tried at a state (without a group size, refused past
+    ALTERNATIVES_MAX_DEFAULT_G actions; ``num_actions`` is asked only then)."""
+    ours.setdefault("advantage", "outcome")
+    if sb3["n_steps"] is None:
+        ours.setdefault("num_groups", ALTERNATIVES_GROUPS)
+    if sb3["group_size"] is None and "num_generations" not in ours:
+        n = num_actions()
+        if n > ALTERNATIVES_MAX_DEFAULT_G:
+            raise UsageError(f"group_mode='alternatives' tries every action at a state by default, and this "
+                             f"action space has {n}; pass group_size (at most {ALTERNATIVES_MAX_DEFAULT_G} "
+                             "is usual) to try a sample of them")
+        ours["num_generations"] = n
 
 
 def _recommend_cpu(device: torch.device, policy: Any) -> None:

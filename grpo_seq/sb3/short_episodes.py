@@ -15,11 +15,13 @@ ended its budget closer to the optimum so, in a fraction of the time (the experi
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import gymnasium as gym
 
-__all__ = ["SHORT_ROLLOUT_STEPS", "random_episode_length", "groups_for_short_episodes"]
+from ..envs.defaults import IMAGES, UNREGISTERED
+
+__all__ = ["SHORT_ROLLOUT_STEPS", "random_episode_length", "groups_for_short_episodes", "unregistered_sizing"]
 
 SHORT_ROLLOUT_STEPS = 32  # the fewest env steps an update of an unregistered env takes, where episodes allow
 PROBE_STEPS = 256  # random play's env steps to measure the episodes in
@@ -54,3 +56,21 @@ def random_episode_length(make: Callable[[], gym.Env], seed: int, steps: int = P
 def groups_for_short_episodes(mean_length: float, num_generations: int) -> int:
     """``ceil(SHORT_ROLLOUT_STEPS / (G * L))`` groups, at least 1, for episodes of mean length ``L``."""
     return max(1, math.ceil(SHORT_ROLLOUT_STEPS / (num_generations * mean_length)))
+
+
+def unregistered_sizing(make: Callable[[], gym.Env], seed: int, sb3: dict[str, Any], ours: dict[str, Any], limit: int,
+                        images: bool, has_limit: bool) -> tuple[int, int | None]:
+    """For an env without an id: the episode length ``n_steps`` sizes groups by (``limit``, or without a
+    time limit of its own the measured mean, rounded up), and the groups per update where neither
+    ``n_steps`` nor ``num_groups`` is given and its family's are too few for :data:`SHORT_ROLLOUT_STEPS`
+    (None: the family's stand). Random play runs only where one of them needs it."""
+    if sb3["n_steps"] is not None:
+        length = None if has_limit else random_episode_length(make, seed)
+        return (limit if length is None else min(limit, max(1, math.ceil(length)))), None
+    if "num_groups" in ours:
+        return limit, None
+    family = {**UNREGISTERED, **(IMAGES if images else {})}
+    G = sb3["group_size"] or ours.get("num_generations", family["num_generations"])
+    length = random_episode_length(make, seed)
+    groups = groups_for_short_episodes(length, G) if length is not None else 0
+    return limit, (groups if groups > family["num_groups"] else None)
