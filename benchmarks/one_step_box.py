@@ -40,22 +40,5 @@ class OneStepBox(gym.Env):
         return self.obs.copy(), float(reward), True, False, {}
 
 
-def greedy_return(act) -> float:
-    env, returns = OneStepBox(), []
-    for seed in EVAL_SEEDS:
-        obs, _ = env.reset(seed=seed)
-        returns.append(env.step(act(obs))[1])
-    return float(np.mean(returns))
-
-
-def random_actions(seed: int):
-    space = OneStepBox.action_space
-    space.seed(seed)
-    return lambda obs: space.sample()
-
-
-run = door_sweep.runner("MlpPolicy", OneStepBox, random_actions, greedy_return)
-
-
 if __name__ == "__main__":
-    door_sweep.main(__doc__, "OneStepBox", run, 20_000)
+    door_sweep.held_out(__doc__, "OneStepBox", "MlpPolicy", OneStepBox, EVAL_SEEDS, 20_000)

@@ -54,25 +54,5 @@ def make() -> gym.Env:
     return gym.wrappers.TimeLimit(PixelGrid(), max_episode_steps=40)
 
 
-def greedy_return(act) -> float:
-    env, returns = make(), []
-    for seed in EVAL_SEEDS:
-        obs, _ = env.reset(seed=seed)
-        done, total = False, 0.0
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
-            total, done = total + reward, terminated or truncated
-        returns.append(total)
-    return float(np.mean(returns))
-
-
-def random_moves(seed: int):
-    rng = np.random.default_rng(seed)
-    return lambda obs: int(rng.integers(4))
-
-
-run = door_sweep.runner("CnnPolicy", make, random_moves, greedy_return)
-
-
 if __name__ == "__main__":
-    door_sweep.main(__doc__, "PixelGrid", run, 100_000)
+    door_sweep.held_out(__doc__, "PixelGrid", "CnnPolicy", make, EVAL_SEEDS, 100_000)
