@@ -271,7 +271,13 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     if isinstance(space, spaces.Dict):
         return {"type": "Dict", "spaces": [[key, space_to_json(part)] for key, part in space.spaces.items()]}
     if isinstance(space, spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "dtype": str(space.dtype)}
+        low, high = space.low, space.high
+        if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
+            # one bound for every element (an image's 0 and 255): two numbers and the shape, not a
+            # list as long as the image (an Atari frame stack's would be megabytes of JSON)
+            return {"type": "Box", "low": low.flat[0].item(), "high": high.flat[0].item(), "shape": list(space.shape),
+                    "dtype": str(space.dtype)}
+        return {"type": "Box", "low": low.tolist(), "high": high.tolist(), "dtype": str(space.dtype)}
     if isinstance(space, spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.MultiDiscrete):
@@ -288,6 +294,8 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
         return spaces.Dict({key: space_from_json(part) for key, part in data["spaces"]})
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
+        if "shape" in data:  # one bound for every element
+            return spaces.Box(data["low"], data["high"], tuple(data["shape"]), dtype=dtype)
         return spaces.Box(np.asarray(data["low"], dtype=dtype), np.asarray(data["high"], dtype=dtype), dtype=dtype)
     if kind == "Discrete":
         return spaces.Discrete(data["n"], start=data.get("start", 0))

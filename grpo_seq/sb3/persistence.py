@@ -114,8 +114,12 @@ class Persistence:
     def _data(self, exclude: Any = None, include: Any = None) -> dict[str, Any]:
         """The ``data`` entry: :data:`DATA_KEYS` less ``exclude`` plus ``include``."""
         keys = (set(DATA_KEYS) - set(exclude or ())) | set(include or ())
-        return {k: _jsonable(k, getattr(self, k, None)) for k in DATA_KEYS + tuple(sorted(set(include or ())))
-                if k in keys}
+        data = {k: _jsonable(k, getattr(self, k, None)) for k in DATA_KEYS + tuple(sorted(set(include or ())))
+                if k in keys and k != "_last_obs"}
+        if "_last_obs" in keys:  # as arrays beside it, not an image's worth of JSON numbers
+            data["_last_obs"] = None if self._last_obs is None else {":type:": str(type(self._last_obs)),
+                                                                     ":member:": saving.LAST_OBS}
+        return data
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
         """One zip file (``.zip`` added without a suffix; or a file object), safetensors and JSON
@@ -131,8 +135,10 @@ class Persistence:
                            arguments.SURFACE_DEFAULTS or k in ("mu", "epsilon", "max_grad_norm", "num_minibatches", "minibatch_tokens")},
                 "env_id": self._source.env.spec.id if self._source and self._source.env.spec else None,
                 "attributes": {"verbose": self.verbose} if "verbose" not in skip else {},
-                "last_obs": _jsonable("_last_obs", self._last_obs), "spaces": spaces}
-        saving.write_model_zip(path, policy, policy_json, meta, self._data(exclude, include))
+                "last_obs": None if self._last_obs is None else {"member": saving.LAST_OBS,
+                                                                  "parts": isinstance(self._last_obs, dict)},
+                "spaces": spaces}
+        saving.write_model_zip(path, policy, policy_json, meta, self._data(exclude, include), _obs_arrays(self._last_obs))
 
     @classmethod
     def load(cls, path: Any, env: Any = None, device: str = "auto", custom_objects: dict[str, Any] | None = None,
@@ -173,5 +179,21 @@ class Persistence:
         if "lr_schedule" in custom:
             model.lr_schedule = custom.pop("lr_schedule")
         if not force_reset and env is not None and meta.get("last_obs") is not None:
-            model._last_obs = np.asarray(meta["last_obs"])
+            model._last_obs = _saved_last_obs(path, meta["last_obs"])
         return model
+
+
+def _obs_arrays(obs: Any) -> dict[str, np.ndarray] | None:
+    """An observation (an array, or a Dict observation's parts) as named arrays."""
+    if obs is None:
+        return None
+    return {str(k): np.asarray(v) for k, v in obs.items()} if isinstance(obs, dict) else {"obs": np.asarray(obs)}
+
+
+def _saved_last_obs(path: Any, saved: Any) -> Any:
+    """The last observation :meth:`Persistence.save` recorded: in ``last_obs.safetensors``, or (a file
+    of format 1) as JSON in ``grpo.json``."""
+    if not (isinstance(saved, dict) and "member" in saved):
+        return np.asarray(saved)
+    arrays = saving.read_last_obs(path)
+    return arrays if saved.get("parts") else arrays["obs"]

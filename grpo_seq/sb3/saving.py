@@ -9,6 +9,10 @@ a file object (written or read in place, left open). As in SB3, a path without a
 atomically (:func:`grpo_seq.io.serialization.atomic_file`), so a reader never sees half of it. The
 optimizer's moments are not saved: training after ``load`` starts Adam afresh.
 
+The env's last observation (SB3's ``_last_obs``, kept for ``load(..., force_reset=False)``) is
+``last_obs.safetensors``, one tensor per observation part: an Atari frame stack's would be
+megabytes as JSON.
+
 ``grpo.json`` names the format, ``"grpo-seq GRPO <version>"``; a file of another format or of a
 newer version is refused, as is a damaged one (cut short, a member missing or unreadable, JSON
 that does not parse) and one whose weights do not fit the policy ``policy.json`` describes: each
@@ -25,6 +29,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
@@ -35,11 +40,14 @@ from ..errors import MissingPathError, UsageError
 from ..policies.mlp import CategoricalMLPPolicy
 from ..io.serialization import atomic_file
 
-__all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy", "read_data"]
+__all__ = ["FORMAT", "SavedModelError", "zip_path", "write_model_zip", "read_model_zip", "build_policy", "read_data",
+           "read_last_obs"]
 
-FORMAT_NAME, FORMAT_VERSION = "grpo-seq GRPO", 1
+# 2: a Box of one bound is saved as two numbers and its shape; the last observation as safetensors
+FORMAT_NAME, FORMAT_VERSION = "grpo-seq GRPO", 2
 FORMAT = f"{FORMAT_NAME} {FORMAT_VERSION}"  # grpo.json's "format": what GRPO.save writes, the newest this reads
 MEMBERS = ("model.safetensors", "policy.json", "grpo.json")
+LAST_OBS = "last_obs.safetensors"
 # The most a member may hold, uncompressed, before it is read: a policy's JSON is a few hundred
 # bytes and an SB3-sized MLP's weights a few megabytes; a file declaring more is refused before
 # anything is allocated (a zip member can expand a thousandfold).
@@ -75,13 +83,16 @@ def zip_path(path: Any, must_exist: bool = False) -> Any:
 
 
 def write_model_zip(path: Any, policy: nn.Module, policy_json: dict, meta: dict[str, Any],
-                    data: dict[str, Any] | None = None) -> Any:
+                    data: dict[str, Any] | None = None, last_obs: dict[str, Any] | None = None) -> Any:
     """Write the zip of :func:`read_model_zip` to ``path`` (``.zip`` added without a suffix),
-    atomically (:func:`grpo_seq.io.serialization.atomic_file`); or into a file object, left open."""
+    atomically (:func:`grpo_seq.io.serialization.atomic_file`); or into a file object, left open.
+    ``last_obs``: named numpy arrays, written as ``last_obs.safetensors``."""
     path = zip_path(path)
     state = {k: v.detach().contiguous().cpu() for k, v in policy.state_dict().items()}
     members = {"data": json.dumps(data or {}, indent=4), "model.safetensors": save_tensors(state),
                "policy.json": json.dumps(policy_json, indent=2), "grpo.json": json.dumps(meta, indent=2)}
+    if last_obs is not None:
+        members[LAST_OBS] = save_tensors({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in last_obs.items()})
     if _is_file_object(path):
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
             for name, content in members.items():
@@ -94,13 +105,25 @@ def write_model_zip(path: Any, policy: nn.Module, policy_json: dict, meta: dict[
 
 
 def read_data(path: Any) -> dict[str, Any]:
-    """The zip's ``data`` entry (Stable-Baselines3's JSON of the model's attributes), ``{}`` without one."""
+    """The zip's ``data`` entry (Stable-Baselines3's JSON of the model's attributes), ``{}`` without
+    one or with one larger than :data:`MAX_JSON_BYTES`."""
     path = zip_path(path, must_exist=True)
     try:
         with zipfile.ZipFile(path) as z:
-            return json.loads(z.read("data")) if "data" in z.namelist() else {}
+            if "data" not in z.namelist() or z.getinfo("data").file_size > MAX_JSON_BYTES:
+                return {}
+            return json.loads(z.read("data"))
     except (zipfile.BadZipFile, EOFError, ValueError):
         return {}
+
+
+def read_last_obs(path: Any) -> dict[str, np.ndarray]:
+    """The named arrays of ``last_obs.safetensors`` (:func:`write_model_zip`)."""
+    path = zip_path(path, must_exist=True)
+    with zipfile.ZipFile(path) as z:
+        if LAST_OBS not in z.namelist():
+            raise SavedModelError(f"GRPO.load: {path} lacks {LAST_OBS}, which its grpo.json names: damaged")
+        return {k: v.numpy() for k, v in _member(path, z, LAST_OBS, load_tensors).items()}
 
 
 def read_model_zip(path: Any) -> tuple[dict, dict, dict]:

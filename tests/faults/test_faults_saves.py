@@ -134,11 +134,11 @@ CASES = {
     "a damaged member": (damaged_member, "{f}: member model.safetensors is damaged (Bad CRC-32"),
     "weights cut short": (lambda s, t: rezip(s, t, lambda n, d: d[: len(d) // 2] if n == "model.safetensors" else d),
                           "{f}: member model.safetensors cannot be read (Error while deserializing"),
-    "a newer format version": (lambda s, t: rezip(s, t, edit_json("grpo.json", format="grpo-seq GRPO 2")),
-                               "{f} is of format 'grpo-seq GRPO 2', newer than this grpo-seq reads ('grpo-seq GRPO "
-                               "1'): it was saved by a later grpo-seq; upgrade grpo-seq to load it"),
+    "a newer format version": (lambda s, t: rezip(s, t, edit_json("grpo.json", format="grpo-seq GRPO 3")),
+                               "{f} is of format 'grpo-seq GRPO 3', newer than this grpo-seq reads ('grpo-seq GRPO "
+                               "2'): it was saved by a later grpo-seq; upgrade grpo-seq to load it"),
     "another format": (lambda s, t: rezip(s, t, edit_json("grpo.json", format="sb3 2.3")),
-                       "{f} is of format 'sb3 2.3', not one GRPO.save writes; this grpo-seq reads 'grpo-seq GRPO 1'"),
+                       "{f} is of format 'sb3 2.3', not one GRPO.save writes; this grpo-seq reads 'grpo-seq GRPO 2'"),
     "no format": (lambda s, t: rezip(s, t, edit_json("grpo.json", format=None)),
                   "{f} is of format None, not one GRPO.save writes"),
     "grpo.json without its config": (lambda s, t: rezip(s, t, edit_json("grpo.json", config=[])),

@@ -155,3 +155,58 @@ def test_cnn_policy_takes_the_image_defaults_and_sb3s_arguments_over_them():
     assert GRPO("CnnPolicy", BrightSide(), seed=0, loss_type="dr_grpo").config.minibatch_tokens == 0  # whole episodes
     given = GRPO("CnnPolicy", BrightSide(), seed=0, n_steps=64, batch_size=16, n_epochs=2, gamma=0.99).config
     assert (given.mu, given.minibatch_tokens, given.gamma) == (2, 16, 0.99)
+
+
+class Frames(gym.Env):
+    """Atari's shape after SB3's wrappers: 84 x 84 pixels, four frames stacked as channels."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.np_random.integers(0, 256, (84, 84, 4), dtype=np.uint8), {}
+
+    def step(self, action):
+        return self.np_random.integers(0, 256, (84, 84, 4), dtype=np.uint8), float(action), True, False, {}
+
+
+def test_an_atari_sized_model_saves_and_loads_with_its_last_observation(tmp_path):
+    import zipfile
+
+    from grpo_seq.sb3.saving import MAX_JSON_BYTES
+
+    model = GRPO("CnnPolicy", Frames(), n_steps=8, n_epochs=1, seed=0)
+    model.learn(8)
+    model.save(tmp_path / "m")
+    with zipfile.ZipFile(tmp_path / "m.zip") as z:  # the pixels' bounds and the last frames are not JSON lists
+        assert z.getinfo("grpo.json").file_size < MAX_JSON_BYTES // 100 and z.getinfo("data").file_size < MAX_JSON_BYTES // 100
+    again = GRPO.load(tmp_path / "m", env=Frames(), force_reset=False)
+    assert again.observation_space == Frames.observation_space
+    np.testing.assert_array_equal(again._last_obs, model._last_obs)
+    assert again._last_obs.dtype == np.uint8 and again._last_obs.shape == model._last_obs.shape
+    obs = Frames().reset(seed=1)[0]
+    assert again.predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
+
+
+def test_a_file_of_format_1_still_loads_with_its_last_observation_as_json(tmp_path):
+    import json
+    import zipfile
+
+    model = GRPO("CnnPolicy", BrightSide(), n_steps=4, n_epochs=1, seed=0)
+    model.learn(4)
+    model.save(tmp_path / "new.zip")
+    with zipfile.ZipFile(tmp_path / "new.zip") as src, zipfile.ZipFile(tmp_path / "old.zip", "w") as dst:
+        for name in src.namelist():
+            if name == "grpo.json":  # as format 1 wrote it: the bounds and the last observation as lists
+                meta = json.loads(src.read(name))
+                space = BrightSide.observation_space
+                meta.update(format="grpo-seq GRPO 1", last_obs=model._last_obs.tolist())
+                meta["spaces"]["observation_space"] = {"type": "Box", "low": space.low.tolist(),
+                                                       "high": space.high.tolist(), "dtype": "uint8"}
+                dst.writestr(name, json.dumps(meta))
+            elif name != "last_obs.safetensors":
+                dst.writestr(name, src.read(name))
+    old = GRPO.load(tmp_path / "old.zip", env=BrightSide(), force_reset=False)
+    assert old.observation_space == BrightSide.observation_space
+    np.testing.assert_array_equal(old._last_obs, model._last_obs)
