@@ -124,12 +124,9 @@ for _version in ("v4", "v5"):
 # (docs/experiments.md, "Pendulum-v1: a Gaussian head ...").
 # Its observation units follow what it trains on (obs_norm): every tuning seed swung up in fewer env
 # steps than with random play's units (docs/experiments.md, "Pendulum-v1: running observation units ...").
-# A horizon of about twenty steps (gamma 0.95): its reward comes at every step, and over 0.99's
-# hundred a step's return-to-go is mostly the noise of later steps; the tuning seeds swung up in
-# fewer env steps and ended the budget as high (docs/experiments.md, "Pendulum-v1: a shorter horizon ...").
 ENV_OVERRIDES["Pendulum-v1"] = dict(mu=MUJOCO["mu"], minibatch_tokens=MUJOCO["minibatch_tokens"],
                                     learning_rate=MUJOCO["learning_rate"], num_groups=4, action_head="gaussian",
-                                    action_bins=21, obs_norm=True, gamma=0.95)
+                                    action_bins=21, obs_norm=True)
 
 # MiniGrid (and BabyAI): rl-zoo3's wrapper, the image's cells and the mission's characters as one flat
 # vector (a policy of numbers reads no mission text); the family's settings otherwise. Its envs end
