@@ -1176,12 +1176,13 @@ FINDINGS = {
         "and their three evaluations after solving ended higher. LunarLanderContinuous takes `--obs_norm` since."),
     "pendulum_horizon": (
         "Gamma 0.95 swung nine of the ten tuning seeds up sooner than the defaults at 0.99 (the same seeds in "
-        "question pendulum_fewer_steps) and the median seed in about three quarters of the env steps; 0.97 had "
-        "a slower tail and 0.9 left two seeds hanging within 300k. Over the whole budget 0.95 ended about as "
-        "high as the defaults (question pendulum_budget_end), with somewhat fewer of the evaluations after "
-        "solving above the threshold. Pendulum keeps 0.99: the benchmark report's record weighs the return at "
-        "the end of the budget too, and a policy that swings up sooner but falls back more often ends it no "
-        "higher."),
+        "question pendulum_fewer_steps) and the median seed in about three quarters of the env steps; 0.97 "
+        "nearly as soon, with a slower tail; 0.9 left two seeds hanging within 300k. Over the whole budget both "
+        "ended with about the defaults' median return (question pendulum_budget_end), but more seeds' last "
+        "evaluation fell below the threshold, and with 0.95 fewer of the evaluations after solving stayed above "
+        "it; a lower rate with 0.95 solved no sooner than the defaults and fell more. Pendulum keeps 0.99: the "
+        "benchmark report's record weighs the return at the end of the budget too, and a policy that swings up "
+        "sooner but falls back more often ends it no higher."),
     "llc_staying_solved": (
         "Neither keeps the lander solved: four pairs per update and the lower rate each left one more seed above "
         "200 at all five evaluations than the defaults, but took about twice the env steps to solve first, and "
