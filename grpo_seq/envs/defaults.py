@@ -84,8 +84,10 @@ ENV_OVERRIDES: dict[str, dict[str, Any]] = {
 # cost (the convolutions' work per step dominates): three held-out pixel tasks and Breakout ended
 # higher on every seed; 64 ended Breakout lower (docs/experiments.md, "Image observations:
 # minibatches ...").
+# No count bonus: every image record was measured without one, and one over whole images only counts
+# repeats of the same frame (grpo_seq.sampling.novelty); a run may ask for it.
 IMAGES: dict[str, Any] = dict(learning_rate=1e-3, num_generations=4, num_groups=8, mu=4, minibatch_tokens=128,
-                              gamma=0.9)
+                              gamma=0.9, exploration_bonus=0.0)
 
 # MinAtar (small-frame Atari, images of 10 x 10): its envs have no time limit of their own; a
 # thousand steps hold a good Breakout or Freeway game, and a group's episodes end together there.

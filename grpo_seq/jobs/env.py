@@ -215,8 +215,7 @@ def make_sampler(spec: EnvJob, process_index: int, obs_scale: list[float] | None
                                            **({"max_episode_steps": limit} if limit else {})))
         return AlternativesSampler(make, spec.num_groups, None if spec.every_action else spec.num_generations,
                                    horizon=spec.horizon, gamma=spec.gamma, seed=seed, reward_fn=reward_fn)
-    bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) \
-        if spec.exploration_bonus > 0 and obs_scale is not None else None
+    bonus = NoveltyBonus(spec.exploration_bonus, obs_scale, spec.bonus_bins) if spec.exploration_bonus > 0 else None
     if env_fn is None and not env_objects and any(form.values()):
         env_fn = lambda: make_env(spec.env_id, **form)  # noqa: E731  (wrappers, a continuous action's bins)
     return EnvGroupSampler(spec.env_id, spec.num_groups, spec.num_generations, seed=seed, max_episode_steps=limit,

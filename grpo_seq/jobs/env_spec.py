@@ -116,7 +116,8 @@ class EnvJob(JobSpec, LoopConfig):
     exploration_bonus: float | None = field(
         default=None,
         metadata={"help": "Scale of a count-based bonus, scale / sqrt(visits), added to each step's training reward "
-                  "(NoveltyBonus): it breaks ties where every episode of a group ends alike; 0 turns it off. "
+                  "(NoveltyBonus): it breaks ties where every episode of a group ends alike; 0 turns it off. Visits are "
+                  "counted per cell of the policy's observation units, or per distinct frame of an image. "
                   f"Evaluation reports the env's own return. {PER_ENV}."},
     )
     branch_prob: float = field(

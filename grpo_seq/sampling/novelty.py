@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import hashlib
+
 import numpy as np
 
 __all__ = ["NoveltyBonus"]
@@ -27,23 +29,30 @@ class NoveltyBonus:
 
     Args:
         scale: the bonus of a first visit; small (e.g. 0.01), so that it only breaks ties.
-        obs_scale: per-dimension observation scale (the policy's ``obs_scale``; 1s for none).
+        obs_scale: per-dimension observation scale (the policy's ``obs_scale``; 1s for none). None
+            (a policy over images, whose pixels have no per-dimension units): each distinct
+            observation is its own cell, an image's digest counted in place of the image.
         bins: cells per ``[-obs_scale, obs_scale]`` span of each dimension.
     """
 
-    def __init__(self, scale: float, obs_scale: Sequence[float], bins: int = 20):
+    def __init__(self, scale: float, obs_scale: Sequence[float] | None, bins: int = 20):
         if not scale > 0 or bins < 1:
             raise ValueError(f"NoveltyBonus needs scale > 0 and bins >= 1, got scale={scale}, bins={bins}")
         self.scale, self.bins = float(scale), int(bins)
-        self.cell = np.asarray(obs_scale, dtype=np.float64) * 2.0 / bins
+        self.cell = None if obs_scale is None else np.asarray(obs_scale, dtype=np.float64) * 2.0 / bins
         self.counts: dict[bytes, int] = {}
+
+    def _keys(self, obs: np.ndarray) -> list[bytes]:
+        """Each observation's cell, or with no units (images) a digest of the observation itself."""
+        if self.cell is None:
+            return [hashlib.blake2b(np.ascontiguousarray(row).tobytes(), digest_size=16).digest() for row in obs]
+        return [row.tobytes() for row in np.floor(obs / self.cell).astype(np.int64)]
 
     def __call__(self, next_obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Bonuses ``(T, n)`` for next observations ``(T, n, obs_dim)``; only steps where ``mask``
         is True are counted and paid. The rollout's visits are counted first, so two members
         reaching the same new cell in one rollout share its count."""
-        cells = np.floor(next_obs[mask] / self.cell).astype(np.int64)
-        keys = [row.tobytes() for row in cells]
+        keys = self._keys(next_obs[mask])
         for k in keys:
             self.counts[k] = self.counts.get(k, 0) + 1
         out = np.zeros(mask.shape, dtype=np.float32)
@@ -51,9 +60,12 @@ class NoveltyBonus:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """The counts, JSON-able (cells as lists of ints), for checkpoints."""
+        """The counts, JSON-able (cells as lists of ints, digests as hex), for checkpoints."""
+        if self.cell is None:
+            return {"counts": [[k.hex(), n] for k, n in self.counts.items()]}
         dim = len(self.cell)
         return {"counts": [[*np.frombuffer(k, dtype=np.int64, count=dim).tolist(), n] for k, n in self.counts.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.counts = {np.asarray(row[:-1], dtype=np.int64).tobytes(): int(row[-1]) for row in state["counts"]}
+        self.counts = {(bytes.fromhex(row[0]) if isinstance(row[0], str) else np.asarray(row[:-1], dtype=np.int64).tobytes()):
+                       int(row[-1]) for row in state["counts"]}

@@ -1,5 +1,6 @@
 """NoveltyBonus: scale / sqrt(visits of the next observation's cell), counted over the run."""
 
+import json
 import math
 
 import numpy as np
@@ -32,3 +33,15 @@ def test_counts_round_trip_through_json_state():
 def test_bad_settings_refused():
     with pytest.raises(ValueError, match="scale > 0"):
         NoveltyBonus(0.0, obs_scale=[1.0])
+
+
+def test_images_count_each_distinct_observation():
+    # no per-dimension units (a policy over pixels): identical images share a count, any other differs
+    bonus = NoveltyBonus(1.0, obs_scale=None)
+    a, b = np.zeros(12, np.float32), np.zeros(12, np.float32)
+    b[5] = 1.0
+    got = bonus(np.stack([[a, a], [b, a]]), np.ones((2, 2), bool))
+    np.testing.assert_allclose(got, [[1 / math.sqrt(3)] * 2, [1.0, 1 / math.sqrt(3)]], rtol=1e-6)
+    other = NoveltyBonus(1.0, obs_scale=None)
+    other.load_state_dict(json.loads(json.dumps(bonus.state_dict())))
+    assert other.counts == bonus.counts and sorted(other.counts.values()) == [1, 3]

@@ -210,3 +210,11 @@ def test_a_file_of_format_1_still_loads_with_its_last_observation_as_json(tmp_pa
     old = GRPO.load(tmp_path / "old.zip", env=BrightSide(), force_reset=False)
     assert old.observation_space == BrightSide.observation_space
     np.testing.assert_array_equal(old._last_obs, model._last_obs)
+
+
+def test_an_exploration_bonus_asked_for_on_images_counts_frames():
+    default = GRPO("CnnPolicy", BrightSide(), seed=0)
+    assert default.config.exploration_bonus == 0.0 and default._make_sampler(default._source).bonus is None
+    asked = GRPO("CnnPolicy", BrightSide(), seed=0, exploration_bonus=0.05)
+    bonus = asked._make_sampler(asked._source).bonus
+    assert bonus is not None and bonus.scale == 0.05 and bonus.cell is None  # each distinct frame its own cell
