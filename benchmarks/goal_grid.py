@@ -25,27 +25,30 @@ CELLS, CELL = 6, 6
 
 
 class GoalGrid(gym.Env):
-    """The gridworld of the module docstring."""
+    """The gridworld of the module docstring, ``cells`` x ``cells`` cells."""
 
-    observation_space = gym.spaces.Box(0, 255, (CELLS * CELL, CELLS * CELL, 3), np.uint8)
     action_space = gym.spaces.Discrete(4)
     MOVES = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]])
 
+    def __init__(self, cells: int = CELLS):
+        self.cells = cells
+        self.observation_space = gym.spaces.Box(0, 255, (cells * CELL, cells * CELL, 3), np.uint8)
+
     def _image(self) -> np.ndarray:
-        cells = np.zeros((CELLS, CELLS, 3), np.uint8)
+        cells = np.zeros((self.cells, self.cells, 3), np.uint8)
         cells[self.agent[0], self.agent[1], 0] = cells[self.goal[0], self.goal[1], 1] = 255
         return np.kron(cells, np.ones((CELL, CELL, 1), np.uint8))
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        self.agent = self.np_random.integers(0, CELLS, 2)
+        self.agent = self.np_random.integers(0, self.cells, 2)
         self.goal = self.agent
         while np.array_equal(self.goal, self.agent):
-            self.goal = self.np_random.integers(0, CELLS, 2)
+            self.goal = self.np_random.integers(0, self.cells, 2)
         return self._image(), {}
 
     def step(self, action):
-        self.agent = np.clip(self.agent + self.MOVES[int(action)], 0, CELLS - 1)
+        self.agent = np.clip(self.agent + self.MOVES[int(action)], 0, self.cells - 1)
         reached = bool(np.array_equal(self.agent, self.goal))
         return self._image(), float(reached), reached, False, {}
 
