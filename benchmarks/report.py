@@ -1101,6 +1101,26 @@ def final_evals(entry: dict) -> str:
     return "-" if None in finals else f"{statistics.median(finals):.1f}"
 
 
+def returns_table(entries: list[dict]) -> tuple[list[str], list[list]]:
+    """A question of returns only (no row has a threshold to solve: held-out tasks, MinAtar): each
+    seed's final greedy return, their median and the median seconds of a run."""
+    fmt = lambda v: f"{v:.3g}"  # noqa: E731  (returns of 0 to 1 and of tens alike)
+    rows = []
+    for e in entries:
+        rs = e["rows"]
+        seconds = [r["seconds"] for r in rs if r.get("seconds") is not None]
+        rows.append([label(e), ", ".join(fmt(r["final_eval"]) for r in rs),
+                     fmt(statistics.median(r["final_eval"] for r in rs)),
+                     f"{statistics.median(seconds):.0f}" if seconds else "-"])
+    return ["options", "final greedy return, seed by seed", "median", "median seconds of a run"], rows
+
+
+def only_returns(entries: list[dict]) -> bool:
+    """Every row of every config has no threshold and a final evaluation (held-out tasks, MinAtar)."""
+    rows = [r for e in entries for r in e["rows"]]
+    return all("threshold" in r and r["threshold"] is None and r.get("final_eval") is not None for r in rows)
+
+
 def sweep_table(entries: list[dict]) -> tuple[list[str], list[list]]:
     """A question's header and rows: "stayed" for sweeps stopped soon after solving, "falling" and the
     final evaluation for whole runs, both (a dash where a row has none) where the question holds
@@ -1198,6 +1218,13 @@ FINDINGS = {
         "sparse goal grid) the two-step horizon ended lower: the goal grid on every seed, Catch on two of "
         "three. Images keep about ten steps (gamma 0.9); `gamma` "
         "(SB3's name too) sets it for a task whose reward is immediate."),
+    "far_goal": (
+        "Within PPO's 30k env steps the image defaults stayed at random play's return on every seed: from a "
+        "start that random moves rarely leave for the goal, a group of four seldom holds an episode that "
+        "reached it, and without a critic nothing else tells a move apart. PPO ended every seed well above "
+        "random. With more env steps every seed rose above random play, and at 90k, about PPO's seconds (a "
+        "GRPO step costs less than PPO's), the median seed ended level with PPO's, the seeds spread wider. On "
+        "sparse pixel tasks GRPO needs more env steps than PPO, not more time."),
     "image_minibatch": (
         "The three pixel tasks are ones no default was tuned on. Minibatches of 128 env steps ended each of them, "
         "and Breakout's five tuning seeds, higher than 256 on every seed: twice the optimizer steps from each "
@@ -1402,7 +1429,7 @@ def experiments_page() -> str:
             out.append("## Beyond CartPole\n\nThe env recipe's defaults for other envs (`grpo_seq.envs.defaults`, "
                        "`ENV_OVERRIDES`): each row the recipe with the options shown over the defaults of that time; "
                        "solved = the env's `reward_threshold` (Acrobot -100, MountainCar -110, LunarLander 200).\n")
-        head, rows = sweep_table(d["results"])
+        head, rows = (returns_table if only_returns(d["results"]) else sweep_table)(d["results"])
         out.append(f"## {d['question']}\n\nQuestion `{d['id']}` of `benchmarks/results/{SWEEPS}`\n\n"
                    + provenance(d["meta"]) + "\n" + table(head, rows)
                    + (f"\n{FINDINGS[d['id']]}\n" if d["id"] in FINDINGS else "") + pooled_table(questions, d["id"]))
