@@ -197,6 +197,21 @@ class SpaceCodec:
             return values.reshape(self.act_space.shape).astype(self.act_space.dtype)
         return self._decode_digits(np.asarray([token]))[0]
 
+    def encode_actions(self, actions: Any) -> np.ndarray:
+        """Actions ``(n, *act_space.shape)`` as their tokens ``(n,)`` (the inverse of
+        :meth:`decode_actions`); a ``Box`` action's values as the nearest of each dimension's values."""
+        space = self.act_space
+        if isinstance(space, spaces.Discrete):
+            return np.asarray(actions, dtype=np.int64).reshape(-1) - int(space.start)
+        flat = np.asarray(actions).reshape(-1, len(self.action_nvec))
+        if self.action_values is not None:
+            flat = np.abs(flat[:, :, None] - self.action_values[None]).argmin(axis=2)
+        digits = flat.astype(np.int64)
+        token = digits[:, 0]
+        for i, n in enumerate(self.action_nvec[1:], start=1):
+            token = token * n + digits[:, i]
+        return token
+
     def _decode_digits(self, tokens: np.ndarray) -> np.ndarray:
         """:meth:`decode_actions` by arithmetic: a token's mixed-radix digits, a Box's bin values."""
         space, tokens = self.act_space, np.asarray(tokens, dtype=np.int64)

@@ -2,7 +2,7 @@
 
 An SB3 ``ActorCriticPolicy`` without the value head: ``predict`` (SB3's shapes and checks),
 ``device``, ``net_arch``, ``observation_space``, ``action_space``, ``set_training_mode``,
-``obs_to_tensor``, ``save``/``load`` (safetensors and JSON, no pickle), and the policy's
+``obs_to_tensor``, ``get_distribution``, ``save``/``load`` (safetensors and JSON, no pickle), and the policy's
 ``state_dict``. Observations and actions go through a :class:`grpo_seq.sampling.spaces.SpaceCodec`.
 """
 
@@ -22,6 +22,7 @@ from ..policies.mlp import CategoricalMLPPolicy
 from ..errors import UsageError
 from ..io.serialization import atomic_file
 from ..sampling.spaces import SpaceCodec, space_from_json, space_to_json
+from .distribution import ActionDistribution
 
 __all__ = ["GRPOPolicy"]
 
@@ -92,6 +93,20 @@ class GRPOPolicy(CategoricalMLPPolicy):
         obs = observation if isinstance(observation, dict) else np.asarray(observation)
         vectorized = self.codec.is_vectorized(obs)
         return torch.as_tensor(self.codec.encode_obs(self.codec.as_batch(obs)), device=self.device), vectorized
+
+    def get_distribution(self, obs: torch.Tensor) -> ActionDistribution:
+        """The action distribution at encoded observations ``obs`` (what :meth:`obs_to_tensor` gives),
+        as SB3's ``get_distribution``: ``log_prob``, ``entropy``, ``sample``, ``mode`` over the env's
+        actions (:mod:`grpo_seq.sb3.distribution`)."""
+        return ActionDistribution(self.logits(obs), self.action_nvec, self.codec)
+
+    def evaluate_actions(self, obs: torch.Tensor, actions: torch.Tensor) -> Any:
+        raise UsageError("GRPOPolicy.evaluate_actions: GRPO has no value head (its baseline is the group's mean), so "
+                         "there are no values to return; get_distribution(obs).log_prob(actions) and .entropy() give "
+                         "the rest")
+
+    def predict_values(self, obs: torch.Tensor) -> Any:
+        raise UsageError("GRPOPolicy.predict_values: GRPO has no value head (its baseline is the group's mean)")
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
                 deterministic: bool = False) -> tuple[np.ndarray, Any]:
