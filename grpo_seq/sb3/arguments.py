@@ -67,6 +67,20 @@ def split_schedule(name: str, value: float | Schedule) -> tuple[float, Schedule 
         raise UsageError(f"GRPO({name}=...): a number or a schedule f(progress_remaining), got {value!r}") from None
 
 
+def step_schedule(name: str, value: float | Schedule | None) -> Schedule | None:
+    """What the door sets ``name`` from before each step: a schedule, or a constant 0 (SB3 takes a rate
+    or a clip range of 0, which the spec does not: rl-zoo3 loads a model to act with both at 0);
+    None: the spec's own value."""
+    if value is None:
+        return None
+    start, schedule = split_schedule(name, value)
+    return schedule if schedule is not None else (_ZERO if start == 0 else None)
+
+
+def _ZERO(progress_remaining: float) -> float:  # noqa: N802  (a constant, as SB3's constant_fn makes one)
+    return 0.0
+
+
 def _minibatches(outputs: int, wanted: int) -> int:
     """The largest divisor of ``outputs`` not above ``wanted`` (minibatches hold whole outputs)."""
     return max(d for d in range(1, outputs + 1) if outputs % d == 0 and d <= max(1, wanted))
@@ -103,12 +117,14 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
         if sb3.get(sb3_name) is not None:
             kw[name] = sb3[sb3_name]
     if sb3.get("learning_rate") is not None:
-        kw["learning_rate"], schedule = split_schedule("learning_rate", sb3["learning_rate"])
+        start, schedule = split_schedule("learning_rate", sb3["learning_rate"])
+        if start != 0:  # 0: set before each step (step_schedule), as the spec takes no rate of 0
+            kw["learning_rate"] = start
         # a schedule: the surface sets the rate from it before each step; a float: SB3's fixed rate
         # (the env program's linear decay stays the default when no rate is given)
         if schedule is not None or "lr_schedule" not in ours:
             kw["lr_schedule"] = "constant"
-    if sb3.get("clip_range") is not None:
+    if sb3.get("clip_range") is not None and split_schedule("clip_range", sb3["clip_range"])[0] != 0:
         kw["epsilon"] = split_schedule("clip_range", sb3["clip_range"])[0]
     G = int(kw["num_generations"])
     rollout = sb3["n_steps"] * n_envs if sb3.get("n_steps") is not None else None

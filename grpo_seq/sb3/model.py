@@ -101,8 +101,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
         _recommend_cpu(self.device, policy)
         self.seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         self._sb3, self._ours, self._max_episode_steps = sb3, kwargs, max_episode_steps
-        self._lr_schedule = arguments.split_schedule("learning_rate", learning_rate)[1] if learning_rate is not None else None
-        self._clip_schedule = arguments.split_schedule("clip_range", clip_range)[1] if clip_range is not None else None
+        self._lr_schedule = arguments.step_schedule("learning_rate", learning_rate)
+        self._clip_schedule = arguments.step_schedule("clip_range", clip_range)
         self._logger, self._custom_logger = Logger(verbose), False
         self.ep_info_buffer: deque = deque(maxlen=stats_window_size)
         self.ep_success_buffer: deque = deque(maxlen=stats_window_size)

@@ -319,6 +319,22 @@ def test_schedules_set_each_steps_rate_and_clip_through_the_job_not_the_spec():
     assert model.config.learning_rate == model._trainer.config.learning_rate != seen[-1][0]
 
 
+def test_a_rate_and_clip_range_of_0_load_as_rl_zoo3_loads_a_model_to_act(tmp_path):
+    GRPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu").learn(300).save(tmp_path / "m.zip")
+    # rl-zoo3's enjoy.py: a model loaded to act, with nothing left to train
+    zoo = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
+    model = GRPO.load(tmp_path / "m.zip", env=gym.make("CartPole-v1"), custom_objects=zoo, device="cpu")
+    assert model.learning_rate == 0.0 and model.lr_schedule(0.5) == 0.0
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    model.learn(600, reset_num_timesteps=False)
+    assert model.num_timesteps >= 900
+    assert all(torch.equal(before[k], v) for k, v in model.policy.state_dict().items())  # a rate of 0 moves nothing
+    still = GRPO("MlpPolicy", "CartPole-v1", seed=0, device="cpu", learning_rate=0.0)
+    weights = [p.clone() for p in still.policy.parameters()]
+    still.learn(300)
+    assert all(torch.equal(a, b) for a, b in zip(weights, still.policy.parameters()))
+
+
 def test_a_vec_normalize_env_is_trained_through_and_its_statistics_move_with_the_real_steps():
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
