@@ -161,10 +161,16 @@ def action_head(spec: EnvJob, env: Any) -> dict[str, Any]:
     for any other, naming the env's action space); the categorical head otherwise."""
     codec = getattr(env, "codec", None)
     continuous = codec is not None and codec.action_values is not None
+    space = getattr(codec, "act_space", env.action_space)
+    for name in ("action_bins", "action_clip"):  # they shape a Box action's values; any other has none
+        require(spec, name, continuous or getattr(spec, name) is None,
+                f"cuts a continuous (Box) action into values; {spec.env_id}'s actions are {space}")
+    require(spec, "log_std_init", spec.action_head == "gaussian" or spec.log_std_init == 0.0,  # 0.0: every family's
+            "the Gaussian head's starting log std; this run's head is categorical (add --action_head gaussian)")
     if spec.action_head == "categorical":
         return {}
     require(spec, "action_head", continuous, f"gaussian weighs the values of a continuous (Box) action; "
-            f"{spec.env_id}'s actions are {getattr(codec, 'act_space', env.action_space)}")
+            f"{spec.env_id}'s actions are {space}")
     return {"action_head": spec.action_head, "log_std_init": spec.log_std_init}
 
 

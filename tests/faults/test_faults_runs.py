@@ -136,6 +136,11 @@ def test_a_malformed_manifest_falls_back_to_the_older_checkpoint(run_main, cartp
     (["--hidden_sizes", "64", "-3"], "--hidden_sizes: every width must be >= 1, got [64, -3]"),
     (["--obs_scale", "1", "nan", "1", "1"], "--obs_scale: every divisor must be a finite number > 0"),
     (["--torch_threads", "0"], "--torch_threads: must be >= 1, got 0"),
+    # a continuous action's options, on an env whose actions are not continuous
+    (["--action_bins", "5"], "--action_bins: cuts a continuous (Box) action into values; CartPole-v1's actions are "
+                             "Discrete(2), got 5"),
+    (["--action_clip", "-1", "1"], "--action_clip: cuts a continuous (Box) action into values; CartPole-v1's actions"),
+    (["--log_std_init", "-1"], "--log_std_init: the Gaussian head's starting log std; this run's head is categorical"),
 ])
 def test_a_bad_cartpole_option_is_one_line_and_creates_nothing(run_main, cartpole, tmp_path, flags, named):
     res = run_main(cartpole, [*TINY, *flags, "--output_dir", str(tmp_path / "run")])
