@@ -56,6 +56,10 @@ class GRPOPolicy(CategoricalMLPPolicy):
         codec = SpaceCodec(obs_space, act_space, "GRPO", action_bins, clip)
         kwargs.pop("obs_dim", None), kwargs.pop("num_actions", None)
         nvec = codec.action_nvec if isinstance(action_nvec, str) and action_nvec == _PER_DIMENSION else action_nvec
+        for name, value in (("action_bins", action_bins), ("action_clip", action_clip)):
+            if value is not None and codec.action_values is None:
+                raise UsageError(f"GRPO(policy_kwargs=dict({name}=...)): cuts a continuous (Box) action into values; "
+                                 f"this env's actions are {act_space}")
         if kwargs.get("action_head", "categorical") != "categorical" and codec.action_values is None:
             raise UsageError(f"GRPO(policy_kwargs=dict(action_head={kwargs['action_head']!r})): for a continuous (Box) "
                              f"action; this env's actions are {act_space}")

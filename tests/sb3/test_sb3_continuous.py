@@ -95,6 +95,9 @@ def test_a_registered_env_takes_its_jobs_head_and_values_unless_policy_kwargs_na
     GRPO.load(tmp_path / "m.zip", env="Pendulum-v1").learn(400)
     with pytest.raises(UsageError, match=r"log_std_init=\.\.\.\)\): the Gaussian head's"):
         GRPO("MlpPolicy", "MountainCarContinuous-v0", policy_kwargs=dict(log_std_init=-1.0))
+    for name, value in (("action_bins", 5), ("action_clip", [-1, 1])):  # nothing to cut in a discrete action
+        with pytest.raises(UsageError, match=rf"{name}=\.\.\.\)\): cuts a continuous \(Box\) action .* Discrete\(2\)"):
+            GRPO("MlpPolicy", "CartPole-v1", policy_kwargs={name: value})
 
 
 def test_halfcheetah_takes_its_narrow_gaussian_unless_policy_kwargs_name_one():
