@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
 from ..math.objective import token_entropy, token_logprobs
+from .extractor import ExtractorTorso
 from .image_torso import ImageTorso, PartsTorso
 
 __all__ = ["CategoricalMLPPolicy", "ACTION_HEADS", "action_digits", "join_digits", "factored_logprobs", "factored_entropy",
@@ -93,10 +94,13 @@ def _factored_pick(logits: Any, nvec: Sequence[int]) -> Any:
 
 
 def _torso(image_shape: Sequence[int] | None, image_scale: float, image_features: int | None,
-           obs_parts: Sequence[dict] | None, orthogonal_init: bool) -> nn.Module | None:
-    """The convolutional torso before the hidden layers: for images, or a Dict holding them (None: neither)."""
-    if image_shape is not None:
-        torso: nn.Module = ImageTorso(image_shape, image_scale, image_features)
+           obs_parts: Sequence[dict] | None, orthogonal_init: bool, extractor: dict | None = None) -> nn.Module | None:
+    """The torso before the hidden layers: the user's extractor, or a convolutional one for images or
+    a Dict holding them (None: none)."""
+    if extractor is not None:
+        torso: nn.Module = ExtractorTorso(extractor)
+    elif image_shape is not None:
+        torso = ImageTorso(image_shape, image_scale, image_features)
     elif obs_parts is not None:
         torso = PartsTorso(obs_parts, image_features)
     else:
@@ -143,6 +147,9 @@ class CategoricalMLPPolicy(nn.Module):
             ``size`` and, for an image, ``image_shape`` and ``scale``): each image part through its
             own convolutional torso of ``image_features`` outputs (256 by default), the rest as it
             is (:class:`~grpo_seq.policies.image_torso.PartsTorso`, SB3's ``CombinedExtractor``).
+        extractor: a feature extractor of the user's own as the torso, in place of the above
+            (:class:`~grpo_seq.policies.extractor.ExtractorTorso`: its class's import path, keyword
+            arguments and the observation space it reads).
     """
 
     # its forward's entropies are differentiable, so LoopConfig.ent_coef can train on them
@@ -156,7 +163,7 @@ class CategoricalMLPPolicy(nn.Module):
                  obs_shift: Sequence[float] | None = None, action_nvec: Sequence[int] | None = None,
                  image_shape: Sequence[int] | None = None, image_scale: float = 1.0, image_features: int | None = None,
                  obs_parts: Sequence[dict] | None = None, action_head: str = "categorical",
-                 log_std_init: float = 0.0):
+                 log_std_init: float = 0.0, extractor: dict | None = None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -188,7 +195,9 @@ class CategoricalMLPPolicy(nn.Module):
         self.register_buffer("inv_obs_scale", None if obs_scale is None else 1.0 / torch.tensor(obs_scale),
                              persistent=False)
         self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
-        torso = _torso(image_shape, image_scale, image_features, obs_parts, orthogonal_init)
+        if extractor is not None:  # only then: policy.json as before
+            self.init_kwargs["extractor"] = dict(extractor)
+        torso = _torso(image_shape, image_scale, image_features, obs_parts, orthogonal_init, extractor)
         self.numpy_acting = torso is None  # a numpy snapshot covers linear layers only
         if self.action_head == "gaussian":  # a mean per dimension
             outputs = len(self.action_nvec)

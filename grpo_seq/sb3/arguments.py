@@ -230,6 +230,11 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     if "ortho_init" in kw:
         out["orthogonal_init"] = bool(kw.pop("ortho_init"))
     kw.pop("share_features_extractor", None)  # no value network here to share the torso with, or not
+    custom = kw.pop("features_extractor_class", None)
+    if custom is not None:  # the user's own torso, its arguments all its own (grpo_seq.policies.extractor)
+        # by import path, "module:QualName", as grpo_seq.policies.extractor imports it (no pickle in a save)
+        out["extractor"] = {"class": f"{custom.__module__}:{custom.__qualname__}", "kwargs": dict(kw.pop("features_extractor_kwargs", None) or {}),
+                            "normalize_images": bool(kw.pop("normalize_images", True))}
     out.update(_features_options(kw.pop("features_extractor_kwargs", None), kw.pop("normalize_images", None)))
     for key in ("obs_scale", "orthogonal_init", "action_head", "log_std_init", *ACTION_FORM):
         if key in kw:
@@ -237,7 +242,8 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     if kw:
         raise UsageError(f"GRPO(policy_kwargs=...): not supported here: {', '.join(sorted(kw))} (supported: "
                          "net_arch, activation_fn, ortho_init, optimizer_class, optimizer_kwargs, "
-                         "share_features_extractor, features_extractor_kwargs, normalize_images, obs_scale, "
+                         "share_features_extractor, features_extractor_class, features_extractor_kwargs, "
+                         "normalize_images, obs_scale, "
                          "action_bins, action_clip, action_head, log_std_init)")
     return out
 
@@ -300,6 +306,21 @@ def image_options(policy_name: Any, space: Any, policy_kwargs: dict[str, Any] | 
                          f"width, channels, or channels first), got {space}; use 'MlpPolicy'")
     return {"image_shape": list(space.shape), "image_scale": 255.0 if space.dtype == np.uint8 else 1.0,
             "hidden_sizes": ()}
+
+
+def with_extractor(kw: dict[str, Any], space: Any) -> dict[str, Any]:
+    """``kw`` with the user's extractor reading ``space`` in place of the torso the policy name would
+    build (the extractor is SB3's whole torso: images and Dicts get no other)."""
+    import gymnasium as gym
+
+    from ..sampling.spaces import space_to_json
+
+    if isinstance(space, gym.spaces.Dict):
+        raise UsageError("GRPO(policy_kwargs=dict(features_extractor_class=...)): not supported here for a Dict "
+                         "observation (MultiInputPolicy's parts have their own torsos); leave it out")
+    out = {k: v for k, v in kw.items() if k not in ("image_shape", "image_scale", "obs_parts", "image_features")}
+    out["extractor"] = {**kw["extractor"], "space": space_to_json(space)}
+    return out
 
 
 def check_torso_widths(kw: dict[str, Any]) -> None:

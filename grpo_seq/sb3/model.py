@@ -152,6 +152,8 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
             return self.policy_name(codec.obs_dim, codec.num_actions, **self.policy_kwargs)
         kw = {"hidden_sizes": (64, 64), "orthogonal_init": True, **arguments.image_options(self.policy_name, env.observation_space, self.policy_kwargs),
               **arguments.policy_options(self.policy_kwargs)}
+        if "extractor" in kw:  # the user's torso reads the observations as SB3's would reach it
+            kw = arguments.with_extractor(kw, env.observation_space)
         arguments.check_torso_widths(kw)
         if codec.action_values is not None:  # a continuous action: the values the env's codec took, its env's head
             family = per_env(_env_id(source))
@@ -159,7 +161,7 @@ class GRPO(Persistence, Reporting, Acting, Replaying):
             kw.setdefault("action_head", family["action_head"])
             if kw["action_head"] == "gaussian":
                 kw.setdefault("log_std_init", family["log_std_init"])
-        if "obs_scale" not in kw:
+        if "obs_scale" not in kw and "extractor" not in kw:
             kw.update(_obs_units(source, self.seed or 0))
         return GRPOPolicy(env.observation_space, env.action_space, **kw)
 
