@@ -15,9 +15,8 @@ the grid follows the units the policy sees.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 import hashlib
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -67,5 +66,9 @@ class NoveltyBonus:
         return {"counts": [[*np.frombuffer(k, dtype=np.int64, count=dim).tolist(), n] for k, n in self.counts.items()]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.counts = {(bytes.fromhex(row[0]) if isinstance(row[0], str) else np.asarray(row[:-1], dtype=np.int64).tobytes()):
-                       int(row[-1]) for row in state["counts"]}
+        self.counts = {_saved_key(row): int(row[-1]) for row in state["counts"]}
+
+
+def _saved_key(row: list) -> bytes:
+    """A count's key as :meth:`NoveltyBonus.state_dict` saved it: a digest's hex, or a cell's ints."""
+    return bytes.fromhex(row[0]) if isinstance(row[0], str) else np.asarray(row[:-1], dtype=np.int64).tobytes()

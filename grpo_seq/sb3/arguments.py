@@ -74,10 +74,11 @@ def step_schedule(name: str, value: float | Schedule | None) -> Schedule | None:
     if value is None:
         return None
     start, schedule = split_schedule(name, value)
-    return schedule if schedule is not None else (_ZERO if start == 0 else None)
+    return schedule if schedule is not None else (_zero if start == 0 else None)
 
 
-def _ZERO(progress_remaining: float) -> float:  # noqa: N802  (a constant, as SB3's constant_fn makes one)
+def _zero(progress_remaining: float) -> float:
+    """A constant 0, as SB3's ``constant_fn(0.0)`` makes one."""
     return 0.0
 
 
@@ -233,7 +234,8 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     custom = kw.pop("features_extractor_class", None)
     if custom is not None:  # the user's own torso, its arguments all its own (grpo_seq.policies.extractor)
         # by import path, "module:QualName", as grpo_seq.policies.extractor imports it (no pickle in a save)
-        out["extractor"] = {"class": f"{custom.__module__}:{custom.__qualname__}", "kwargs": dict(kw.pop("features_extractor_kwargs", None) or {}),
+        out["extractor"] = {"class": f"{custom.__module__}:{custom.__qualname__}",
+                            "kwargs": dict(kw.pop("features_extractor_kwargs", None) or {}),
                             "normalize_images": bool(kw.pop("normalize_images", True))}
     out.update(_features_options(kw.pop("features_extractor_kwargs", None), kw.pop("normalize_images", None)))
     for key in ("obs_scale", "orthogonal_init", "action_head", "log_std_init", *ACTION_FORM):
