@@ -3,7 +3,7 @@ policy's torso.
 
 SB3 builds the extractor from the observation space as its policy sees it and calls it on
 preprocessed observations: an image's channels first (``VecTransposeImage``) and uint8 pixels
-divided by 255 (``normalize_images``), a discrete part one-hot. The policy here sees observations
+divided by 255 (``normalize_images``), a discrete part one-hot, a ``Dict`` as a dict of its parts. The policy here sees observations
 as flat float vectors (:class:`grpo_seq.sampling.spaces.SpaceCodec`, discrete parts already
 one-hot), so this torso gives each batch back its shape, and an image its channel order and scale,
 before the extractor reads it. The class is kept by import path (``"module:QualName"``), so that a
@@ -16,10 +16,12 @@ import importlib
 from typing import Any
 
 import numpy as np
+import torch
+from gymnasium import spaces
 from torch import Tensor, nn
 
 from ..errors import UsageError
-from ..sampling.spaces import space_from_json
+from ..sampling.spaces import SpaceCodec, space_from_json
 from .image_torso import channels_last, is_image_shape
 
 __all__ = ["ExtractorTorso"]
@@ -37,31 +39,58 @@ def _import(path: str) -> type:
     return obj
 
 
+class _View:
+    """How one observation space's flat columns reach the extractor: their shape, and an image's
+    channel order and scale (:meth:`space` is the space as SB3 shows it to the extractor)."""
+
+    def __init__(self, space: Any, normalize_images: bool):
+        self.size = SpaceCodec.obs_size(space, "observation")
+        self.shape = tuple(space.shape) if space.shape and len(space.shape) > 1 else (self.size,)
+        image = len(self.shape) == 3 and is_image_shape(self.shape) and space.dtype == np.uint8
+        self.transpose = image and channels_last(self.shape)
+        self.scale = 255.0 if image and normalize_images else 1.0
+        self._space = space
+
+    def space(self) -> Any:
+        if not self.transpose:
+            return self._space
+        h, w, c = self.shape
+        return type(self._space)(low=0, high=255, shape=(c, h, w), dtype=self._space.dtype)
+
+    def __call__(self, flat: Tensor) -> Tensor:
+        x = flat.reshape(-1, *self.shape)
+        if self.transpose:
+            x = x.permute(0, 3, 1, 2)
+        return x / self.scale if self.scale != 1.0 else x
+
+
 class ExtractorTorso(nn.Module):
-    """``(n, obs_dim)`` flat observations -> ``(n, features_dim)`` through the user's extractor.
+    """``(..., obs_dim)`` flat observations -> ``(..., features_dim)`` through the user's extractor.
 
     Args:
         spec: ``{"class": "module:QualName", "kwargs": {...}, "space": <the observation space as
-            JSON>, "normalize_images": bool}``, JSON-able (saved with the policy).
+            JSON>, "normalize_images": bool}``, JSON-able (saved with the policy). A ``Dict`` space's
+            extractor gets a dict of its parts, each as a lone space's would reach it.
     """
 
     def __init__(self, spec: dict[str, Any]):
         super().__init__()
-        space = space_from_json(spec["space"])
-        self.shape = tuple(space.shape) if space.shape else None
-        self.image = self.shape is not None and is_image_shape(self.shape) and space.dtype == np.uint8
-        self.transpose = self.image and channels_last(self.shape)
-        self.scale = 255.0 if self.image and spec.get("normalize_images", True) else 1.0
-        if self.transpose:  # the space as SB3's VecTransposeImage shows it to the extractor
-            h, w, c = self.shape
-            space = type(space)(low=0, high=255, shape=(c, h, w), dtype=space.dtype)
-        self.extractor = _import(spec["class"])(space, **spec.get("kwargs", {}))
+        space, normalize = space_from_json(spec["space"]), bool(spec.get("normalize_images", True))
+        if isinstance(space, spaces.Dict):
+            self.views: dict[str, _View] | _View = {k: _View(part, normalize) for k, part in space.spaces.items()}
+            shown: Any = spaces.Dict({k: v.space() for k, v in self.views.items()})
+        else:
+            self.views = _View(space, normalize)
+            shown = self.views.space()
+        self.extractor = _import(spec["class"])(shown, **spec.get("kwargs", {}))
         self.features = int(self.extractor.features_dim)
 
     def forward(self, flat: Tensor) -> Tensor:
         """``(..., obs_dim)`` -> ``(..., features_dim)``: a batch of one dimension reaches the extractor."""
         lead = flat.shape[:-1]
-        x = flat.reshape(-1, *(self.shape if self.shape and len(self.shape) > 1 else flat.shape[-1:]))
-        if self.transpose:
-            x = x.permute(0, 3, 1, 2)
-        return self.extractor(x / self.scale if self.scale != 1.0 else x).reshape(*lead, self.features)
+        if isinstance(self.views, dict):
+            parts = torch.split(flat, [v.size for v in self.views.values()], dim=-1)
+            x: Any = {k: view(part) for (k, view), part in zip(self.views.items(), parts)}
+        else:
+            x = self.views(flat)
+        return self.extractor(x).reshape(*lead, self.features)

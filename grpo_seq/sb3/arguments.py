@@ -313,13 +313,8 @@ def image_options(policy_name: Any, space: Any, policy_kwargs: dict[str, Any] | 
 def with_extractor(kw: dict[str, Any], space: Any) -> dict[str, Any]:
     """``kw`` with the user's extractor reading ``space`` in place of the torso the policy name would
     build (the extractor is SB3's whole torso: images and Dicts get no other)."""
-    import gymnasium as gym
-
     from ..sampling.spaces import space_to_json
 
-    if isinstance(space, gym.spaces.Dict):
-        raise UsageError("GRPO(policy_kwargs=dict(features_extractor_class=...)): not supported here for a Dict "
-                         "observation (MultiInputPolicy's parts have their own torsos); leave it out")
     out = {k: v for k, v in kw.items() if k not in ("image_shape", "image_scale", "obs_parts", "image_features")}
     out["extractor"] = {**kw["extractor"], "space": space_to_json(space)}
     return out

@@ -79,11 +79,44 @@ def test_an_image_reaches_the_extractor_channels_first_and_scaled():
     assert float(unscaled.policy.net[0].extractor.last.max()) == 200.0
 
 
-def test_a_custom_extractor_on_a_dict_observation_is_refused_by_name():
-    env = gym.wrappers.TransformObservation(gym.make("CartPole-v1"), lambda o: {"x": o},
-                                            gym.spaces.Dict({"x": gym.make("CartPole-v1").observation_space}))
-    with pytest.raises(UsageError, match="features_extractor_class=.*Dict observation"):
-        GRPO("MultiInputPolicy", env, policy_kwargs=dict(features_extractor_class=Seen))
+class Parts(BaseFeaturesExtractor):
+    """A Dict's extractor: each part flattened and concatenated, the last dict of parts kept."""
+
+    def __init__(self, observation_space, features_dim=6):
+        super().__init__(observation_space, features_dim)
+        self.space, self.last = observation_space, None
+        width = sum(int(np.prod(part.shape)) for part in observation_space.spaces.values())
+        self.linear = nn.Linear(width, features_dim)
+
+    def forward(self, parts):
+        self.last = parts
+        return torch.tanh(self.linear(torch.cat([parts[k].flatten(1) for k in sorted(parts)], 1)))
+
+
+class PixelsAndClock(Pixels):
+    observation_space = gym.spaces.Dict({"image": Pixels.observation_space,
+                                         "clock": gym.spaces.Box(-1, 1, (2,), np.float32)})
+
+    def reset(self, *, seed=None, options=None):
+        image, _ = super().reset(seed=seed)
+        return {"image": image, "clock": np.array([0.25, -0.5], np.float32)}, {}
+
+    def step(self, action):
+        _, reward, *rest = super().step(action)
+        return {"image": self.image, "clock": np.zeros(2, np.float32)}, reward, *rest
+
+
+def test_a_dict_reaches_the_extractor_as_a_dict_of_its_parts(tmp_path):
+    model = GRPO("MultiInputPolicy", PixelsAndClock(), seed=0, policy_kwargs=dict(features_extractor_class=Parts))
+    torso = model.policy.net[0].extractor
+    assert torso.space["image"].shape == (2, 6, 8) and torso.space["clock"].shape == (2,)
+    obs, _ = PixelsAndClock().reset(seed=3)
+    model.predict(obs)
+    torch.testing.assert_close(torso.last["image"][0], torch.as_tensor(obs["image"]).permute(2, 0, 1).float() / 255)
+    torch.testing.assert_close(torso.last["clock"][0], torch.as_tensor(obs["clock"]))
+    model.learn(300)
+    model.save(tmp_path / "m.zip")
+    assert GRPO.load(tmp_path / "m.zip").predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
 
 
 def test_an_extractor_that_cannot_be_imported_is_named():
