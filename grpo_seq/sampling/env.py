@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -37,10 +38,16 @@ _VECTOR_MIN_ENVS = 8
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """``gym.spec(env_id)``; an unknown id is a :class:`UsageError` naming it (as :func:`make_env`)."""
+    """``gym.spec(env_id)``; an unknown id is a :class:`UsageError` naming it (as :func:`make_env`).
+    ``module:Id-v0`` imports ``module`` first, whose import registers the id, as ``gym.make`` reads it."""
     _register(env_id)
+    module, _, name = env_id.rpartition(":")
     try:
-        return gym.spec(env_id)
+        if module:
+            importlib.import_module(module)
+        return gym.spec(name)
+    except ImportError as e:
+        raise UsageError(f"--env_id {env_id}: cannot import {module} ({e}), the module that registers the env") from None
     except gym.error.Error as e:
         raise _refuse_unknown(env_id, e) from None
 

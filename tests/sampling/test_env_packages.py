@@ -44,3 +44,20 @@ def test_is_registered_registers_a_packages_ids_first_and_says_no_to_an_unknown_
     assert is_registered("CartPole-v1") and not is_registered("NoSuchEnv-v0")
     pytest.importorskip("minatar")
     assert is_registered("MinAtar/Breakout-v1")  # known to gymnasium only once minatar has registered it
+
+
+def test_a_module_prefixed_id_imports_the_module_that_registers_it(tmp_path, monkeypatch):
+    # gym.make reads "module:Id-v0" so; gym.spec does not, and a job reads the spec first
+    (tmp_path / "my_envs_module.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyReach-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv', max_episode_steps=9)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_envs_module", raising=False)
+    try:
+        assert env_spec("my_envs_module:MyReach-v0").max_episode_steps == 9
+        make_env("my_envs_module:MyReach-v0").close()
+    finally:
+        gym.registry.pop("MyReach-v0", None)
+        sys.modules.pop("my_envs_module", None)
+    with pytest.raises(UsageError, match="--env_id no_such_module_here:X-v0: cannot import no_such_module_here"):
+        env_spec("no_such_module_here:X-v0")
