@@ -313,10 +313,15 @@ def image_options(policy_name: Any, space: Any, policy_kwargs: dict[str, Any] | 
 def with_extractor(kw: dict[str, Any], space: Any) -> dict[str, Any]:
     """``kw`` with the user's extractor reading ``space`` in place of the torso the policy name would
     build (the extractor is SB3's whole torso: images and Dicts get no other)."""
-    from ..sampling.spaces import space_to_json
+    import gymnasium as gym
+
+    from ..sampling.spaces import SpaceCodec, space_to_json
 
     out = {k: v for k, v in kw.items() if k not in ("image_shape", "image_scale", "obs_parts", "image_features")}
     out["extractor"] = {**kw["extractor"], "space": space_to_json(space)}
+    if not isinstance(space, gym.spaces.Dict) and len(space.shape or ()) < 3:
+        # the raw units SB3 feeds it, stated: the exploration bonus cuts its cells in them
+        out.setdefault("obs_scale", [1.0] * SpaceCodec.obs_size(space, "observation"))
     return out
 
 

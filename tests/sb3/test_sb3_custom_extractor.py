@@ -53,6 +53,8 @@ def test_a_custom_extractor_reads_observations_as_sb3_gives_them_and_survives_sa
     obs = np.array([[0.5, -1.0, 0.1, 2.0]], np.float32)
     model.predict(obs)
     torch.testing.assert_close(torso.last, torch.as_tensor(obs))  # raw units, as SB3's policy reads them
+    acrobot = GRPO("MlpPolicy", "Acrobot-v1", seed=0, policy_kwargs=dict(features_extractor_class=Seen))
+    assert acrobot._make_sampler(acrobot._source).bonus.cell.tolist() == [0.1] * 6  # its count bonus: raw units' cells
     model.learn(500)
     model.save(tmp_path / "m.zip")
     again = GRPO.load(tmp_path / "m.zip")
