@@ -24,7 +24,13 @@ from ..errors import UsageError
 from ..sampling.spaces import SpaceCodec, space_from_json
 from .image_torso import channels_last, is_image_shape
 
-__all__ = ["ExtractorTorso"]
+__all__ = ["ExtractorTorso", "saved_spec"]
+
+
+def saved_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` as JSON: its class (given as a class in the program that builds it) as its import path."""
+    cls = spec["class"]
+    return {**spec, "class": cls if isinstance(cls, str) else f"{cls.__module__}:{cls.__qualname__}"}
 
 
 def _import(path: str) -> type:
@@ -35,7 +41,7 @@ def _import(path: str) -> type:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         raise UsageError(f"features_extractor_class {path}: cannot be imported here ({e}); define it in a module the "
-                         "loading program imports") from None
+                         "loading program imports, or pass it: GRPO.load(..., custom_objects={'features_extractor_class': cls})") from None
     return obj
 
 
@@ -68,8 +74,9 @@ class ExtractorTorso(nn.Module):
     """``(..., obs_dim)`` flat observations -> ``(..., features_dim)`` through the user's extractor.
 
     Args:
-        spec: ``{"class": "module:QualName", "kwargs": {...}, "space": <the observation space as
-            JSON>, "normalize_images": bool}``, JSON-able (saved with the policy). A ``Dict`` space's
+        spec: ``{"class": "module:QualName" (or the class itself), "kwargs": {...}, "space": <the
+            observation space as JSON>, "normalize_images": bool}`` (saved with the policy as
+            :func:`saved_spec`). A ``Dict`` space's
             extractor gets a dict of its parts, each as a lone space's would reach it.
     """
 
@@ -82,7 +89,8 @@ class ExtractorTorso(nn.Module):
         else:
             self.views = _View(space, normalize)
             shown = self.views.space()
-        self.extractor = _import(spec["class"])(shown, **spec.get("kwargs", {}))
+        cls = spec["class"] if isinstance(spec["class"], type) else _import(spec["class"])
+        self.extractor = cls(shown, **spec.get("kwargs", {}))
         self.features = int(self.extractor.features_dim)
 
     def forward(self, flat: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from ..math.batch import RolloutBatch
 from ..math.objective import token_entropy, token_logprobs
-from .extractor import ExtractorTorso
+from .extractor import ExtractorTorso, saved_spec
 from .image_torso import ImageTorso, PartsTorso
 
 __all__ = ["CategoricalMLPPolicy", "ACTION_HEADS", "action_digits", "join_digits", "factored_logprobs", "factored_entropy",
@@ -196,7 +196,7 @@ class CategoricalMLPPolicy(nn.Module):
                              persistent=False)
         self.register_buffer("obs_shift", None if obs_shift is None else torch.tensor(obs_shift), persistent=False)
         if extractor is not None:  # only then: policy.json as before
-            self.init_kwargs["extractor"] = dict(extractor)
+            self.init_kwargs["extractor"] = saved_spec(extractor)
         torso = _torso(image_shape, image_scale, image_features, obs_parts, orthogonal_init, extractor)
         self.numpy_acting = torso is None  # a numpy snapshot covers linear layers only
         if self.action_head == "gaussian":  # a mean per dimension

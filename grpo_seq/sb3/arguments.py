@@ -233,8 +233,7 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
     kw.pop("share_features_extractor", None)  # no value network here to share the torso with, or not
     custom = kw.pop("features_extractor_class", None)
     if custom is not None:  # the user's own torso, its arguments all its own (grpo_seq.policies.extractor)
-        # by import path, "module:QualName", as grpo_seq.policies.extractor imports it (no pickle in a save)
-        out["extractor"] = {"class": f"{custom.__module__}:{custom.__qualname__}",
+        out["extractor"] = {"class": custom,  # saved by its import path (no pickle)
                             "kwargs": dict(kw.pop("features_extractor_kwargs", None) or {}),
                             "normalize_images": bool(kw.pop("normalize_images", True))}
     out.update(_features_options(kw.pop("features_extractor_kwargs", None), kw.pop("normalize_images", None)))

@@ -144,8 +144,9 @@ class Persistence:
     def load(cls, path: Any, env: Any = None, device: str = "auto", custom_objects: dict[str, Any] | None = None,
              print_system_info: bool = False, force_reset: bool = True, **kwargs: Any) -> Any:
         """A model saved by :meth:`save`; ``env`` to train on (None: predict only, until :meth:`set_env`).
-        ``custom_objects`` replace saved attributes (``learning_rate``, ``clip_range``, ... and
-        ``policy_class`` for a policy of your own class); ``kwargs`` set what JSON cannot hold
+        ``custom_objects`` replace saved attributes (``learning_rate``, ``clip_range``, ...,
+        ``policy_class`` for a policy of your own class and ``features_extractor_class`` for an
+        extractor the saving program defined); ``kwargs`` set what JSON cannot hold
         (``reward_function=``) or override saved options. ``force_reset=False`` keeps the env's
         last observation (SB3's ``_last_obs``)."""
         custom = dict(custom_objects or {})
@@ -158,6 +159,9 @@ class Persistence:
         if print_system_info:
             print(f"== CURRENT SYSTEM INFO ==\nOS: {platform.platform()}\nPython: {platform.python_version()}\n"
                   f"PyTorch: {torch.__version__}\nNumpy: {np.__version__}")
+        extractor = custom.pop("features_extractor_class", None)
+        if extractor is not None and "extractor" in policy_json["kwargs"]:  # a class the saving program defined
+            policy_json["kwargs"]["extractor"]["class"] = extractor
         policy = saving.build_policy(saving.zip_path(path, must_exist=True), tensors, policy_json,
                                      custom.pop("policy_class", None))
         if type(policy) is CategoricalMLPPolicy:  # the network, seen in the env's spaces

@@ -128,3 +128,19 @@ def test_an_extractor_that_cannot_be_imported_is_named():
     space = space_to_json(gym.spaces.Box(-1, 1, (3,), np.float32))
     with pytest.raises(UsageError, match="features_extractor_class gone.place:Thing: cannot be imported here"):
         ExtractorTorso({"class": "gone.place:Thing", "kwargs": {}, "space": space})
+
+
+def test_an_extractor_the_saving_program_defined_loads_through_custom_objects(tmp_path):
+    from grpo_seq.sb3.saving import SavedModelError
+
+    class Local(Seen):  # defined here, so not importable by its path ("...<locals>.Local")
+        pass
+
+    model = GRPO("MlpPolicy", "CartPole-v1", seed=0, policy_kwargs=dict(features_extractor_class=Local)).learn(300)
+    model.save(tmp_path / "m.zip")
+    with pytest.raises(SavedModelError, match=r"<locals>\.Local: cannot be imported here .*custom_objects"):
+        GRPO.load(tmp_path / "m.zip")
+    again = GRPO.load(tmp_path / "m.zip", custom_objects={"features_extractor_class": Local})
+    assert type(again.policy.net[0].extractor) is Local
+    obs = np.array([[0.1, 0.2, -0.1, 0.3]], np.float32)
+    assert again.predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
