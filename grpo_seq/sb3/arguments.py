@@ -232,6 +232,9 @@ def policy_options(policy_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         out["orthogonal_init"] = bool(kw.pop("ortho_init"))
     kw.pop("share_features_extractor", None)  # no value network here to share the torso with, or not
     custom = kw.pop("features_extractor_class", None)
+    if custom is not None and not isinstance(custom, type):
+        raise UsageError(f"GRPO(policy_kwargs=dict(features_extractor_class=...)): a class, as SB3 takes (a "
+                         f"BaseFeaturesExtractor subclass), got {custom!r}")
     if custom is not None:  # the user's own torso, its arguments all its own (grpo_seq.policies.extractor)
         out["extractor"] = {"class": custom,  # saved by its import path (no pickle)
                             "kwargs": dict(kw.pop("features_extractor_kwargs", None) or {}),

@@ -121,6 +121,11 @@ def test_a_dict_reaches_the_extractor_as_a_dict_of_its_parts(tmp_path):
     assert GRPO.load(tmp_path / "m.zip").predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
 
 
+def test_an_extractor_that_is_not_a_class_is_refused_by_name():
+    with pytest.raises(UsageError, match=r"features_extractor_class=\.\.\.\)\): a class, as SB3 takes"):
+        GRPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(features_extractor_class=Seen(gym.spaces.Box(-1, 1, (4,)))))
+
+
 def test_an_extractor_that_cannot_be_imported_is_named():
     from grpo_seq.policies.extractor import ExtractorTorso
     from grpo_seq.sampling.spaces import space_to_json
