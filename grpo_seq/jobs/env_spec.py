@@ -29,7 +29,8 @@ class EnvJob(JobSpec, LoopConfig):
         metadata={"help": "Any gymnasium env with Discrete, MultiDiscrete, MultiBinary or Box actions (a multi-dimensional "
                   "action: one categorical per dimension, as Stable-Baselines3's PPO; a Box one cut into action_bins "
                   "values per dimension) and Box, Discrete, MultiDiscrete, MultiBinary or Dict observations "
-                  "(flattened; discrete ones one-hot; images through a convolutional torso)."},
+                  "(flattened; discrete ones one-hot; images through a convolutional torso). An env of your own: "
+                  "module:Id-v0 imports module, whose import registers Id-v0."},
     )
     total_env_steps: int | None = field(
         default=None,
