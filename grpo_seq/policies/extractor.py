@@ -3,10 +3,10 @@ policy's torso.
 
 SB3 builds the extractor from the observation space as its policy sees it and calls it on
 preprocessed observations: an image's channels first (``VecTransposeImage``) and uint8 pixels
-divided by 255 (``normalize_images``), a discrete part one-hot, a ``Dict`` as a dict of its parts. The policy here sees observations
-as flat float vectors (:class:`grpo_seq.sampling.spaces.SpaceCodec`, discrete parts already
-one-hot), so this torso gives each batch back its shape, and an image its channel order and scale,
-before the extractor reads it. The class is kept by import path (``"module:QualName"``), so that a
+divided by 255 (``normalize_images``), a discrete part one-hot, a ``Dict`` as a dict of its parts.
+The policy here sees observations as flat float vectors (:class:`grpo_seq.sampling.spaces.SpaceCodec`,
+discrete parts already one-hot), so this torso gives each batch back its shape, and an image its
+channel order and scale, before the extractor reads it. The class is kept by import path (``"module:QualName"``), so that a
 saved policy is built again without pickle.
 """
 
@@ -41,7 +41,8 @@ def _import(path: str) -> type:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         raise UsageError(f"features_extractor_class {path}: cannot be imported here ({e}); define it in a module the "
-                         "loading program imports, or pass it: GRPO.load(..., custom_objects={'features_extractor_class': cls})") from None
+                         "loading program imports, or pass it: "
+                         "GRPO.load(..., custom_objects={'features_extractor_class': cls})") from None
     return obj
 
 
@@ -60,8 +61,8 @@ class _View:
     def space(self) -> Any:
         if not self.transpose:
             return self._space
-        h, w, c = self.shape
-        return type(self._space)(low=0, high=255, shape=(c, h, w), dtype=self._space.dtype)
+        box = self._space
+        return type(box)(low=box.low.transpose(2, 0, 1), high=box.high.transpose(2, 0, 1), dtype=box.dtype)
 
     def __call__(self, flat: Tensor) -> Tensor:
         x = flat.reshape(-1, *self.shape)
@@ -76,8 +77,8 @@ class ExtractorTorso(nn.Module):
     Args:
         spec: ``{"class": "module:QualName" (or the class itself), "kwargs": {...}, "space": <the
             observation space as JSON>, "normalize_images": bool}`` (saved with the policy as
-            :func:`saved_spec`). A ``Dict`` space's
-            extractor gets a dict of its parts, each as a lone space's would reach it.
+            :func:`saved_spec`). A ``Dict`` space's extractor gets a dict of its parts, each as a
+            lone space's would reach it.
     """
 
     def __init__(self, spec: dict[str, Any]):

@@ -125,8 +125,9 @@ def build_config(sb3: dict[str, Any], ours: dict[str, Any], n_envs: int, max_epi
         # (the env program's linear decay stays the default when no rate is given)
         if schedule is not None or "lr_schedule" not in ours:
             kw["lr_schedule"] = "constant"
-    if sb3.get("clip_range") is not None and split_schedule("clip_range", sb3["clip_range"])[0] != 0:
-        kw["epsilon"] = split_schedule("clip_range", sb3["clip_range"])[0]
+    clip = split_schedule("clip_range", sb3["clip_range"])[0] if sb3.get("clip_range") is not None else 0
+    if clip != 0:  # 0: set before each step (step_schedule), as the spec takes no clip of 0
+        kw["epsilon"] = clip
     G = int(kw["num_generations"])
     rollout = sb3["n_steps"] * n_envs if sb3.get("n_steps") is not None else None
     g_given = sb3.get("group_size") is not None or "num_generations" in ours
